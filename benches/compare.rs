@@ -1,0 +1,345 @@
+//! sixfold against rayon, workload by workload, in the same process.
+//!
+//! Each workload runs on sixfold and on rayon alternately, `RUNS` times
+//! each after a warm-up, and prints one line:
+//!
+//! ```text
+//! name  sixfold_median_ms  rayon_median_ms  ratio
+//! ```
+//!
+//! with `ratio = sixfold / rayon` (lower is better). Both pools have two
+//! threads unless the name says otherwise. Setup that both sides need (the
+//! node structures of the chain, for example) is built outside the timed
+//! region; what is timed is the scheduling of the work.
+//!
+//! `cargo bench --bench compare -- NAME` runs only the workloads whose name
+//! contains NAME.
+
+use sixfold::{Context, Pool, Task, TaskRef};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const THREADS: usize = 2;
+
+/// Median of the samples.
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A timed workload: `prepare` runs untimed and returns the timed closure.
+struct Side<'a> {
+    run: Box<dyn FnMut() -> Duration + 'a>,
+}
+
+fn side<'a, P, R>(mut prepare: P) -> Side<'a>
+where
+    P: FnMut() -> R + 'a,
+    R: FnOnce(),
+{
+    Side {
+        run: Box::new(move || {
+            let timed = prepare();
+            let start = Instant::now();
+            timed();
+            start.elapsed()
+        }),
+    }
+}
+
+/// Alternate the two sides `runs` times (after one warm-up each) and print
+/// the line. Returns (sixfold median, rayon median).
+fn compare(
+    name: &str,
+    runs: usize,
+    mut ours: Side<'_>,
+    mut theirs: Side<'_>,
+) -> (Duration, Duration) {
+    (ours.run)();
+    (theirs.run)();
+    let mut a = Vec::with_capacity(runs);
+    let mut b = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        a.push((ours.run)());
+        b.push((theirs.run)());
+    }
+    let (a, b) = (median(a), median(b));
+    println!(
+        "{name} {:.3} {:.3} {:.3}",
+        ms(a),
+        ms(b),
+        a.as_secs_f64() / b.as_secs_f64()
+    );
+    (a, b)
+}
+
+// ---------------------------------------------------------------- fib_cps
+
+struct Fib {
+    n: u64,
+    slot: usize,
+}
+
+struct Sum {
+    parts: [AtomicU64; 2],
+    slot: usize,
+    out: Option<Arc<AtomicU64>>,
+}
+
+impl Sum {
+    fn new(slot: usize, out: Option<Arc<AtomicU64>>) -> Self {
+        Sum {
+            parts: [AtomicU64::new(0), AtomicU64::new(0)],
+            slot,
+            out,
+        }
+    }
+}
+
+fn deliver(cx: &Context<'_>, slot: usize, value: u64) {
+    cx.successor::<Sum>().expect("Sum successor").parts[slot].store(value, Ordering::Relaxed);
+}
+
+impl Task for Fib {
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+        if self.n < 2 {
+            deliver(cx, self.slot, self.n);
+            return None;
+        }
+        let sum = cx.continuation(Sum::new(self.slot, None));
+        cx.spawn(sum.child(Fib {
+            n: self.n - 2,
+            slot: 1,
+        }));
+        self.n -= 1;
+        self.slot = 0;
+        cx.recycle();
+        None
+    }
+}
+
+impl Task for Sum {
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+        let total = self.parts[0].load(Ordering::Relaxed) + self.parts[1].load(Ordering::Relaxed);
+        match &self.out {
+            Some(out) => out.store(total, Ordering::Relaxed),
+            None => deliver(cx, self.slot, total),
+        }
+        None
+    }
+}
+
+fn fib_cps(pool: &Pool, n: u64) -> u64 {
+    let out = Arc::new(AtomicU64::new(0));
+    let mut root = TaskRef::new(Fib { n, slot: 0 });
+    let answer = TaskRef::new(Sum::new(0, Some(out.clone())));
+    root.precede(&answer).unwrap();
+    pool.run([root, answer]);
+    out.load(Ordering::Relaxed)
+}
+
+fn fib_rayon(n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = rayon::join(|| fib_rayon(n - 1), || fib_rayon(n - 2));
+    a + b
+}
+
+fn fib_seq(n: u64) -> u64 {
+    if n < 2 {
+        n
+    } else {
+        fib_seq(n - 1) + fib_seq(n - 2)
+    }
+}
+
+fn bench_fib_cps(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 30;
+    let expect = fib_seq(n);
+    compare(
+        "fib_cps/30",
+        9,
+        side(|| || assert_eq!(fib_cps(ours, black_box(n)), expect)),
+        side(|| || assert_eq!(theirs.install(|| fib_rayon(black_box(n))), expect)),
+    );
+}
+
+// ---------------------------------------------------------------- chain
+
+/// A node of the rayon side's hand-made task graph.
+struct RayonNode {
+    pending: AtomicUsize,
+    in_degree: usize,
+    successors: Vec<usize>,
+}
+
+fn rayon_graph_reset(nodes: &[RayonNode]) {
+    for node in nodes {
+        node.pending.store(node.in_degree, Ordering::Relaxed);
+    }
+}
+
+/// Run node `i` of the rayon graph and spawn the successors it readies.
+fn rayon_graph_visit<'s>(s: &rayon::Scope<'s>, nodes: &'s [RayonNode], i: usize) {
+    tick();
+    for &succ in &nodes[i].successors {
+        if nodes[succ].pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            s.spawn(move |s| rayon_graph_visit(s, nodes, succ));
+        }
+    }
+}
+
+fn rayon_chain(n: usize) -> Vec<RayonNode> {
+    (0..n)
+        .map(|i| RayonNode {
+            pending: AtomicUsize::new(0),
+            in_degree: usize::from(i > 0),
+            successors: if i + 1 < n { vec![i + 1] } else { vec![] },
+        })
+        .collect()
+}
+
+/// The counter every benchmark task bumps: a static, so that neither side
+/// pays for reference counting in its closures.
+static TICKS: AtomicU64 = AtomicU64::new(0);
+
+fn tick() {
+    black_box(&TICKS).fetch_add(1, Ordering::Relaxed);
+}
+
+fn ticks() -> u64 {
+    TICKS.load(Ordering::Relaxed)
+}
+
+fn sixfold_chain(n: usize) -> Vec<TaskRef> {
+    let mut nodes: Vec<TaskRef> = (0..n).map(|_| TaskRef::from_fn(|_| tick())).collect();
+    for i in 1..n {
+        let (head, tail) = nodes.split_at_mut(i);
+        head[i - 1].precede(&tail[0]).unwrap();
+    }
+    nodes
+}
+
+fn bench_chain(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 1_000_000;
+    let rayon_nodes = rayon_chain(n);
+    compare(
+        "chain/1000000",
+        7,
+        side(|| {
+            let nodes = sixfold_chain(n);
+            move || {
+                let before = ticks();
+                ours.run(nodes);
+                assert_eq!(ticks() - before, n as u64);
+            }
+        }),
+        side(|| {
+            rayon_graph_reset(&rayon_nodes);
+            let nodes = &rayon_nodes;
+            move || {
+                let before = ticks();
+                theirs.scope(|s| rayon_graph_visit(s, nodes, 0));
+                assert_eq!(ticks() - before, n as u64);
+            }
+        }),
+    );
+}
+
+// ---------------------------------------------------------------- flat
+
+fn bench_spawn_flat(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 1_000_000u64;
+    compare(
+        "spawn_flat/1000000",
+        7,
+        side(|| {
+            || {
+                let before = ticks();
+                ours.run(TaskRef::from_fn(move |cx| {
+                    for _ in 0..n {
+                        cx.spawn(TaskRef::from_fn(|_| tick()));
+                    }
+                }));
+                assert_eq!(ticks() - before, n);
+            }
+        }),
+        side(|| {
+            || {
+                let before = ticks();
+                theirs.scope(|s| {
+                    for _ in 0..n {
+                        s.spawn(|_| tick());
+                    }
+                });
+                assert_eq!(ticks() - before, n);
+            }
+        }),
+    );
+}
+
+fn bench_enqueue_flat(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 1_000_000u64;
+    compare(
+        "enqueue_flat/1000000",
+        7,
+        side(|| {
+            || {
+                let before = ticks();
+                ours.run(TaskRef::from_fn(move |cx| {
+                    for _ in 0..n {
+                        cx.enqueue(TaskRef::from_fn(|_| tick()));
+                    }
+                }));
+                assert_eq!(ticks() - before, n);
+            }
+        }),
+        side(|| {
+            || {
+                let before = ticks();
+                theirs.scope_fifo(|s| {
+                    for _ in 0..n {
+                        s.spawn_fifo(|_| tick());
+                    }
+                });
+                assert_eq!(ticks() - before, n);
+            }
+        }),
+    );
+}
+
+type Bench = fn(&Pool, &rayon::ThreadPool);
+
+fn main() {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let ours = Pool::builder()
+        .num_threads(THREADS)
+        .build()
+        .expect("sixfold pool");
+    let theirs = rayon::ThreadPoolBuilder::new()
+        .num_threads(THREADS)
+        .build()
+        .expect("rayon pool");
+    let benches: [(&str, Bench); 4] = [
+        ("fib_cps/30", bench_fib_cps),
+        ("chain/1000000", bench_chain),
+        ("spawn_flat/1000000", bench_spawn_flat),
+        ("enqueue_flat/1000000", bench_enqueue_flat),
+    ];
+    println!("# name sixfold_ms rayon_ms ratio(sixfold/rayon)  [{THREADS} threads, medians]");
+    for (name, bench) in benches {
+        if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
+            bench(&ours, &theirs);
+        }
+    }
+}

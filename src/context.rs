@@ -1,0 +1,145 @@
+//! What a running task may do: the [`Context`] passed to [`Task::execute`].
+//!
+//! Through it a task spawns, enqueues or places children with affinity, and
+//! builds fork-join in continuation-passing style, as oneTBB's classic
+//! `allocate_continuation` / `set_ref_count` / `recycle_as_child_of` did,
+//! with no thread ever blocking:
+//!
+//! 1. `cx.continuation(sum)` makes a node that takes over this task's
+//!    successors; it runs when this task and every child made with
+//!    `cont.child(..)` have completed (its pending count is kept for you).
+//! 2. spawn all children but one; return the last (rule 1), or
+//!    `cx.recycle()` to run this very task again as that child.
+//! 3. the last child to finish makes the continuation ready (rule 2).
+//!
+//! Children pass results to their continuation through
+//! [`Context::successor`], a shared reference to the continuation's body.
+//! Invariant: a [`Continuation`] handle cannot outlive the `execute` call it
+//! was made in (it borrows the context's lifetime), and until that call
+//! returns the continuation cannot start.
+
+use crate::error::AffinityError;
+use crate::group::Group;
+use crate::task::{self, Dispatch, Header, Task, TaskRef};
+use crate::worker::WorkerThread;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+
+/// The scheduler's side of a running task. See the module docs.
+pub struct Context<'w> {
+    worker: &'w WorkerThread,
+    node: NonNull<Header>,
+    group: &'w Group,
+    recycle: bool,
+}
+
+impl<'w> Context<'w> {
+    pub(crate) fn new(worker: &'w WorkerThread, node: NonNull<Header>, group: &'w Group) -> Self {
+        Context {
+            worker,
+            node,
+            group,
+            recycle: false,
+        }
+    }
+
+    pub(crate) fn recycle_requested(&self) -> bool {
+        self.recycle
+    }
+
+    /// The index of the worker running this task.
+    pub fn worker_index(&self) -> usize {
+        self.worker.index()
+    }
+
+    /// The number of worker slots of the pool (valid affinity targets).
+    pub fn num_workers(&self) -> usize {
+        self.worker.registry().num_slots()
+    }
+
+    /// Push `task` onto this worker's own deque (rule 3 here, rule 6 for a
+    /// thief). If it still has predecessors, it runs when they complete.
+    pub fn spawn(&mut self, task: TaskRef) {
+        if let Some(ready) = task.submit(self.group, Some(Dispatch::Spawn), None) {
+            self.worker.route(ready);
+        }
+    }
+
+    /// Push `task` onto the shared queue (rule 5): fair, approximately FIFO,
+    /// and guaranteed to run eventually.
+    pub fn enqueue(&mut self, task: TaskRef) {
+        if let Some(ready) = task.submit(self.group, Some(Dispatch::Enqueue), None) {
+            self.worker.route(ready);
+        }
+    }
+
+    /// Put `task` in worker `worker`'s mailbox (rule 4 for that worker).
+    pub fn spawn_with_affinity(
+        &mut self,
+        worker: usize,
+        task: TaskRef,
+    ) -> Result<(), AffinityError> {
+        let num_workers = self.num_workers();
+        if worker >= num_workers {
+            return Err(AffinityError::OutOfRange {
+                index: worker,
+                num_workers,
+            });
+        }
+        if let Some(ready) = task.submit(self.group, None, Some(worker)) {
+            self.worker.route(ready);
+        }
+        Ok(())
+    }
+
+    /// Make a continuation: a node that inherits this task's successors and
+    /// runs after this task and all of the continuation's children.
+    pub fn continuation<T: Task>(&mut self, task: T) -> Continuation<'w> {
+        Continuation {
+            node: task::running::continuation(self.node, self.group, task),
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Run this task again right after `execute` returns (rule 1) instead of
+    /// completing it. After `continuation`, it runs as one more child of that
+    /// continuation (oneTBB's `recycle_as_child_of`), which saves allocating
+    /// a child. If `execute` also returns a task, that one runs first and
+    /// this one is pushed onto the deque.
+    pub fn recycle(&mut self) {
+        self.recycle = true;
+    }
+
+    /// The body of this task's first successor, if it is a `T`: how a child
+    /// hands its result to its continuation (use atomics or other `Sync`
+    /// cells in `T`). After `continuation`, the first successor is the new
+    /// continuation.
+    pub fn successor<T: Task + Sync>(&self) -> Option<&T> {
+        task::running::successor_body(self.node)
+    }
+}
+
+/// A continuation made by [`Context::continuation`]; make its children with
+/// [`Continuation::child`]. It starts once the task that made it and all the
+/// children have completed.
+pub struct Continuation<'w> {
+    node: NonNull<Header>,
+    _not_send: PhantomData<(&'w (), *const ())>,
+}
+
+impl Continuation<'_> {
+    /// A new node that the continuation waits for. Hand it to the scheduler
+    /// (spawn it, or return it from `execute`); dropping it cancels the
+    /// continuation.
+    pub fn child<T: Task>(&self, task: T) -> TaskRef {
+        task::running::child_of(self.node, task)
+    }
+
+    /// [`Continuation::child`] with a closure body.
+    pub fn child_fn<F>(&self, f: F) -> TaskRef
+    where
+        F: FnOnce(&mut Context<'_>) + Send + 'static,
+    {
+        task::running::child_of(self.node, task::FnTask::new(f))
+    }
+}

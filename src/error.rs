@@ -1,0 +1,89 @@
+//! The errors of the public API. A bad argument is an error value with a
+//! message that says what was wrong, never a panic deep in the pool or a
+//! hang.
+
+use std::fmt;
+
+/// Why `Builder::build` failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// More threads than the sleep counters can track.
+    TooManyThreads {
+        /// What was asked for.
+        requested: usize,
+        /// The most a pool may have.
+        max: usize,
+    },
+    /// The operating system refused to start a worker thread.
+    ThreadSpawn(std::io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::TooManyThreads { requested, max } => write!(
+                f,
+                "a pool can have at most {max} worker threads; {requested} were requested"
+            ),
+            BuildError::ThreadSpawn(e) => write!(f, "could not start a worker thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::ThreadSpawn(e) => Some(e),
+            BuildError::TooManyThreads { .. } => None,
+        }
+    }
+}
+
+/// A worker index that does not name a worker of the pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AffinityError {
+    /// `index` is not below the pool's number of worker slots.
+    OutOfRange {
+        /// The index given.
+        index: usize,
+        /// The pool's worker slots (valid indices are `0..num_workers`).
+        num_workers: usize,
+    },
+}
+
+impl fmt::Display for AffinityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AffinityError::OutOfRange { index, num_workers } => write!(
+                f,
+                "affinity for worker {index}, but the pool's workers are 0..{num_workers}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AffinityError {}
+
+/// A refused edge between task nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskError {
+    /// The edge would close a cycle: the successor already (transitively)
+    /// precedes the predecessor, so neither could ever run.
+    Cycle,
+}
+
+impl fmt::Display for TaskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskError::Cycle => write!(
+                f,
+                "this edge would close a cycle: the successor already precedes the predecessor"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TaskError {}

@@ -1,0 +1,189 @@
+//! Groups: who waits for a set of task nodes, and what happens on a panic.
+//!
+//! Every submitted task node belongs to one group. A `run` call owns a
+//! *structured* group on its stack and returns when the group is empty; the
+//! pool owns one *static* group for `'static` tasks (`spawn`, `enqueue`,
+//! `spawn_with_affinity`), which `wait_idle` and the pool's drop wait for.
+//!
+//! Accounting by units, not by nodes: a node holds a unit of its group only
+//! if it may be the last of its group to finish. A node submitted while it
+//! already has a successor in the same group holds none (the successor
+//! finishes after it); a continuation takes over the unit of the task that
+//! created it; a child made by `Continuation::child` holds none. So a
+//! continuation-passing tree touches the group counter once, not once per
+//! task, and workers do not fight over one cache line.
+//!
+//! Invariants: the count is never zero while a node that holds no unit is
+//! unfinished, because that node has a unit-holding descendant; a node
+//! touches its group only before it decrements its successors or, if it
+//! holds a unit, when releasing that unit as its very last action (the
+//! group may be freed right after).
+
+use crate::latch::CountLatch;
+use crate::sync::{AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, fence};
+use std::any::Any;
+
+/// What a group's waiter blocks on.
+pub(crate) enum Completion {
+    /// A `run`: the latch is set when the last unit is released.
+    Structured(CountLatch),
+    /// The pool's `'static` tasks: may drop to zero and rise again.
+    Static(IdleCounter),
+}
+
+pub(crate) struct Group {
+    completion: Completion,
+    /// Set by the first panic (or a cancel): not-started nodes are skipped.
+    cancelled: AtomicBool,
+    /// The first panic of a structured group, resumed by its waiter.
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+}
+
+impl Group {
+    pub(crate) fn structured(latch: CountLatch) -> Self {
+        Group {
+            completion: Completion::Structured(latch),
+            cancelled: AtomicBool::new(false),
+            panic: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn new_static() -> Self {
+        Group {
+            completion: Completion::Static(IdleCounter::new()),
+            cancelled: AtomicBool::new(false),
+            panic: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn is_static(&self) -> bool {
+        matches!(self.completion, Completion::Static(_))
+    }
+
+    /// A node now holds a unit.
+    #[inline]
+    pub(crate) fn add_unit(&self) {
+        match &self.completion {
+            Completion::Structured(latch) => latch.add(1),
+            Completion::Static(idle) => idle.add(),
+        }
+    }
+
+    /// A unit holder finished. Must be the caller's last touch of the group.
+    #[inline]
+    pub(crate) fn release_unit(&self) {
+        match &self.completion {
+            Completion::Structured(latch) => latch.release(),
+            Completion::Static(idle) => idle.release(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Relaxed);
+    }
+
+    /// Keep the first panic and cancel the nodes that have not started.
+    pub(crate) fn record_panic(&self, payload: Box<dyn Any + Send>) {
+        let mut slot = self.panic.lock();
+        if slot.is_none() {
+            *slot = Some(payload);
+        }
+        self.cancel();
+    }
+
+    pub(crate) fn take_panic(&self) -> Option<Box<dyn Any + Send>> {
+        self.panic.lock().take()
+    }
+
+    pub(crate) fn latch(&self) -> &CountLatch {
+        match &self.completion {
+            Completion::Structured(latch) => latch,
+            Completion::Static(_) => unreachable!("the static group has no latch"),
+        }
+    }
+
+    pub(crate) fn idle_counter(&self) -> &IdleCounter {
+        match &self.completion {
+            Completion::Static(idle) => idle,
+            Completion::Structured(_) => unreachable!("a structured group has no idle counter"),
+        }
+    }
+}
+
+/// A count of outstanding `'static` units that threads can wait to see at
+/// zero.
+///
+/// Lost-wake-up argument: a waiter registers itself (SeqCst increment of
+/// `waiters`) and then re-reads `count` under `lock`; a releaser that takes
+/// the count to zero fences (SeqCst) and then reads `waiters`. One of them
+/// sees the other's write. If the releaser sees a waiter it takes `lock`
+/// before notifying, so it cannot notify between the waiter's check and its
+/// wait.
+pub(crate) struct IdleCounter {
+    count: AtomicUsize,
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
+    condvar: Condvar,
+}
+
+impl IdleCounter {
+    fn new() -> Self {
+        IdleCounter {
+            count: AtomicUsize::new(0),
+            waiters: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            condvar: Condvar::new(),
+        }
+    }
+
+    #[inline]
+    fn add(&self) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+    }
+
+    #[inline]
+    fn release(&self) {
+        if self.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            fence(Ordering::SeqCst);
+            if self.waiters.load(Ordering::SeqCst) > 0 {
+                let _guard = self.lock.lock();
+                self.condvar.notify_all();
+            }
+        }
+    }
+
+    pub(crate) fn is_zero(&self) -> bool {
+        self.count.load(Ordering::SeqCst) == 0
+    }
+
+    /// Block until the count is zero. With `timeout`, give up after it and
+    /// return whether zero was reached.
+    pub(crate) fn wait_zero(&self, timeout: Option<std::time::Duration>) -> bool {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut guard = self.lock.lock();
+        let reached = loop {
+            if self.count.load(Ordering::SeqCst) == 0 {
+                break true;
+            }
+            match timeout {
+                None => self.condvar.wait(&mut guard),
+                #[cfg(not(loom))]
+                Some(t) => {
+                    if self.condvar.wait_for(&mut guard, t).timed_out() {
+                        break self.count.load(Ordering::SeqCst) == 0;
+                    }
+                }
+                #[cfg(loom)]
+                Some(_) => self.condvar.wait(&mut guard),
+            }
+        };
+        drop(guard);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        reached
+    }
+}

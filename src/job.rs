@@ -1,0 +1,133 @@
+//! Type-erased references to runnable work: what the deques, the mailboxes
+//! and the shared queue hold.
+//!
+//! A [`JobRef`] is a pointer plus the function that runs it. Two kinds of
+//! work sit behind it: heap task nodes (`task.rs`), which may hand back the
+//! next task to run (rules 1 and 2), and [`StackJob`]s, closures that live
+//! on the stack of a thread blocked until the job's latch is set.
+//!
+//! Invariant: a `JobRef` is executed at most once, and the memory it points
+//! at stays valid until then (a task node frees itself when it completes; a
+//! stack job's owner waits for its latch before its frame ends).
+
+use crate::latch::LockLatch;
+use crate::stats::Rule;
+use crate::unwind;
+use crate::worker::WorkerThread;
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::ptr::NonNull;
+
+/// A reference to a job, as stored in the scheduler's queues.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct JobRef {
+    pointer: NonNull<()>,
+    execute_fn: unsafe fn(NonNull<()>, &WorkerThread) -> Option<Next>,
+}
+
+// SAFETY: a JobRef is a unique claim on work whose data is Send (task bodies
+// are `Send`, stack jobs require `Send` closures); it moves between threads
+// through the queues and is executed exactly once.
+unsafe impl Send for JobRef {}
+// SAFETY: sharing a JobRef only shares the pointer value; executing it
+// requires `unsafe` and the at-most-once invariant.
+unsafe impl Sync for JobRef {}
+
+/// The task a finished job hands straight to its worker: rule 1 (returned
+/// by `execute`) or rule 2 (a successor it made ready).
+#[derive(Debug)]
+pub(crate) struct Next {
+    pub(crate) job: JobRef,
+    pub(crate) rule: Rule,
+}
+
+impl JobRef {
+    /// # Safety
+    /// `pointer` must stay valid until the job is executed, and
+    /// `execute_fn(pointer, ..)` must be sound to call once from any worker.
+    pub(crate) unsafe fn new(
+        pointer: NonNull<()>,
+        execute_fn: unsafe fn(NonNull<()>, &WorkerThread) -> Option<Next>,
+    ) -> JobRef {
+        JobRef {
+            pointer,
+            execute_fn,
+        }
+    }
+
+    /// # Safety
+    /// Called at most once per job, on a worker thread.
+    #[inline]
+    pub(crate) unsafe fn execute(self, worker: &WorkerThread) -> Option<Next> {
+        // SAFETY: forwarded from the caller: first and only execution.
+        unsafe { (self.execute_fn)(self.pointer, worker) }
+    }
+}
+
+/// What a stack job produced.
+pub(crate) enum JobResult<R> {
+    None,
+    Ok(R),
+    Panic(Box<dyn Any + Send>),
+}
+
+/// A closure on the stack of a thread outside the pool, run by a worker
+/// (`Pool::install`). The owner injects `as_job_ref()`, waits on `latch`,
+/// then takes the result.
+pub(crate) struct StackJob<F, R> {
+    latch: LockLatch,
+    func: UnsafeCell<Option<F>>,
+    result: UnsafeCell<JobResult<R>>,
+}
+
+impl<F, R> StackJob<F, R>
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+{
+    pub(crate) fn new(func: F) -> Self {
+        StackJob {
+            latch: LockLatch::new(),
+            func: UnsafeCell::new(Some(func)),
+            result: UnsafeCell::new(JobResult::None),
+        }
+    }
+
+    /// # Safety
+    /// `self` must not move or be dropped until its latch is set.
+    pub(crate) unsafe fn as_job_ref(&self) -> JobRef {
+        // SAFETY: the caller keeps `self` in place until `execute` has set
+        // the latch, which is the last thing `execute` does with it.
+        unsafe { JobRef::new(NonNull::from(self).cast(), Self::execute) }
+    }
+
+    unsafe fn execute(this: NonNull<()>, _worker: &WorkerThread) -> Option<Next> {
+        // SAFETY: `this` came from `as_job_ref` and the job runs once, so we
+        // are the only accessor of `func` and `result` until the latch is
+        // set; the owner reads `result` only after that.
+        unsafe {
+            let this = this.cast::<Self>().as_ref();
+            let func = (*this.func.get()).take().expect("stack job run twice");
+            *this.result.get() = match unwind::halt_unwinding(func) {
+                Ok(value) => JobResult::Ok(value),
+                Err(payload) => JobResult::Panic(payload),
+            };
+            this.latch.set();
+        }
+        None
+    }
+
+    /// Block until a worker ran the job.
+    pub(crate) fn wait(&self) {
+        self.latch.wait();
+    }
+
+    /// The result, resuming the job's panic if it had one. Call after `wait`.
+    pub(crate) fn into_result(self) -> R {
+        match self.result.into_inner() {
+            JobResult::Ok(value) => value,
+            JobResult::Panic(payload) => unwind::resume_unwinding(payload),
+            JobResult::None => unreachable!("stack job finished without a result"),
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! sixfold: a work-stealing task scheduler that picks each worker's next
+//! task by oneTBB's six rules, with Rayon's sleep protocol.
+//!
+//! After a worker finishes task `t`, it takes its next task from the first
+//! of these that has one:
+//!
+//! ```text
+//!  finished t ─┬─ 1. the task t.execute() returned ........ (no queue at all)
+//!              ├─ 2. t's successor, if t was its last pending predecessor
+//!              ├─ 3. the tail of its own deque ............ (LIFO: locality)
+//!              ├─ 4. its mailbox .......................... (affinity)
+//!              ├─ 5. ~ the front of the shared queue ...... (enqueue: fairness)
+//!              └─ 6. the head of a random other deque ..... (steal)
+//!                    nothing: search in rounds, then sleep until woken
+//! ```
+//!
+//! `spawn` pushes onto the calling worker's deque (or, from outside, the
+//! shared queue); `enqueue` always uses the shared queue, whose lanes are
+//! FIFO per submitting thread, and guarantees the task runs even on a pool
+//! without threads. Fork-join is continuation passing: see [`Context`].
+//!
+//! ```
+//! use sixfold::{Pool, TaskRef};
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//!
+//! let pool = Pool::builder().num_threads(2).build()?;
+//! let total = Arc::new(AtomicU64::new(0));
+//! let t = total.clone();
+//! pool.run(TaskRef::from_fn(move |cx| {
+//!     for i in 1..=4 {
+//!         let t = t.clone();
+//!         cx.spawn(TaskRef::from_fn(move |_| {
+//!             t.fetch_add(i, Ordering::Relaxed);
+//!         }));
+//!     }
+//! }));
+//! assert_eq!(total.load(Ordering::Relaxed), 10);
+//! # Ok::<(), sixfold::BuildError>(())
+//! ```
+
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod context;
+mod error;
+mod group;
+mod job;
+mod latch;
+mod mailbox;
+mod pool;
+mod registry;
+mod shared_queue;
+mod sleep;
+mod stats;
+mod sync;
+mod task;
+mod unwind;
+mod worker;
+
+pub use context::{Context, Continuation};
+pub use error::{AffinityError, BuildError, TaskError};
+pub use pool::{Builder, Pool, current_worker};
+pub use stats::{Rule, Stats, WorkerStats};
+pub use task::{Task, TaskRef};

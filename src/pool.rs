@@ -1,0 +1,392 @@
+//! The public face of a pool: [`Builder`], [`Pool`] and `current_worker`.
+//!
+//! Everything here is a thin, safe layer over the registry: it wraps
+//! closures in task nodes, picks the group a submission belongs to (the
+//! pool's static group for `'static` work, a stack-allocated structured
+//! group for `run`), and blocks the caller the right way: a worker of the
+//! pool keeps working by the six rules, a thread outside it sleeps on a
+//! lock latch, and on a pool without threads the caller becomes the guest
+//! worker.
+
+use crate::error::{AffinityError, BuildError};
+use crate::group::Group;
+use crate::job::StackJob;
+use crate::latch::CountLatch;
+use crate::registry::{PanicHandler, Registry, RegistryConfig, ThreadHandler};
+use crate::stats::Stats;
+use crate::task::{Dispatch, TaskRef};
+use crate::unwind;
+use crate::worker::WorkerThread;
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Configures and builds a [`Pool`].
+///
+/// ```
+/// let pool = sixfold::Pool::builder()
+///     .num_threads(2)
+///     .thread_name(|i| format!("worker-{i}"))
+///     .stack_size(4 << 20)
+///     .build()
+///     .expect("pool");
+/// assert_eq!(pool.num_threads(), 2);
+/// ```
+#[derive(Default)]
+#[must_use]
+pub struct Builder {
+    num_threads: Option<usize>,
+    thread_name: Option<Box<dyn FnMut(usize) -> String>>,
+    stack_size: Option<usize>,
+    panic_handler: Option<PanicHandler>,
+    start_handler: Option<ThreadHandler>,
+    exit_handler: Option<ThreadHandler>,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("num_threads", &self.num_threads)
+            .field("stack_size", &self.stack_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    /// A builder with the defaults: one worker per core this process may
+    /// run on, threads named `sixfold-N`, the platform's stack size.
+    pub fn new() -> Self {
+        Builder::default()
+    }
+
+    /// The number of worker threads. `0` means none of its own: the thread
+    /// that calls `install`, `run` or `wait_idle` runs the tasks (handy for
+    /// deterministic debugging), and work submitted from outside starts a
+    /// temporary thread that drains it.
+    pub fn num_threads(mut self, n: usize) -> Self {
+        self.num_threads = Some(n);
+        self
+    }
+
+    /// Name worker thread `i` with `name(i)`.
+    pub fn thread_name<F>(mut self, name: F) -> Self
+    where
+        F: FnMut(usize) -> String + 'static,
+    {
+        self.thread_name = Some(Box::new(name));
+        self
+    }
+
+    /// Stack size of each worker thread, in bytes.
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Called with the payload when a `'static` task (`spawn`, `enqueue`,
+    /// `spawn_with_affinity`) panics. Without one, the panic is printed and
+    /// counted in `Stats::unhandled_panics`. The pool keeps working.
+    pub fn panic_handler<H>(mut self, handler: H) -> Self
+    where
+        H: Fn(Box<dyn Any + Send>) + Send + Sync + 'static,
+    {
+        self.panic_handler = Some(Box::new(handler));
+        self
+    }
+
+    /// Called on each worker thread, with its index, before it takes work.
+    pub fn start_handler<H>(mut self, handler: H) -> Self
+    where
+        H: Fn(usize) + Send + Sync + 'static,
+    {
+        self.start_handler = Some(Box::new(handler));
+        self
+    }
+
+    /// Called on each worker thread, with its index, as it exits.
+    pub fn exit_handler<H>(mut self, handler: H) -> Self
+    where
+        H: Fn(usize) + Send + Sync + 'static,
+    {
+        self.exit_handler = Some(Box::new(handler));
+        self
+    }
+
+    /// Start the pool's threads.
+    pub fn build(self) -> Result<Pool, BuildError> {
+        let num_threads = self.num_threads.unwrap_or_else(default_num_threads);
+        let (registry, threads) = Registry::new(RegistryConfig {
+            num_threads,
+            thread_name: self.thread_name,
+            stack_size: self.stack_size,
+            panic_handler: self.panic_handler,
+            start_handler: self.start_handler,
+            exit_handler: self.exit_handler,
+        })?;
+        Ok(Pool { registry, threads })
+    }
+}
+
+/// The cores this process may run on (its CPU mask), else what the OS
+/// reports as available parallelism.
+fn default_num_threads() -> usize {
+    core_affinity::get_core_ids()
+        .map(|ids| ids.len())
+        .filter(|&n| n > 0)
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1)
+}
+
+/// A pool of worker threads scheduling task nodes by the six rules.
+///
+/// ```
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// let sum = pool.install(|| (1..=10).sum::<u32>());
+/// assert_eq!(sum, 55);
+/// ```
+pub struct Pool {
+    registry: Arc<Registry>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl fmt::Debug for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("num_threads", &self.num_threads())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pool {
+    /// A builder; see [`Builder`].
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// A pool with the default configuration.
+    pub fn new() -> Result<Pool, BuildError> {
+        Builder::new().build()
+    }
+
+    /// The number of worker threads (0 for a pool that borrows its callers).
+    pub fn num_threads(&self) -> usize {
+        self.registry.num_threads()
+    }
+
+    /// The number of worker slots: valid worker indices are
+    /// `0..num_workers()`. Equals `num_threads()`, or 1 for a pool without
+    /// threads (its guest slot).
+    pub fn num_workers(&self) -> usize {
+        self.registry.num_slots()
+    }
+
+    /// Run `f` on a worker of this pool and return its result; block until
+    /// then. Inside a worker of this pool, `f` simply runs. A panic in `f`
+    /// is resumed here.
+    pub fn install<R, F>(&self, f: F) -> R
+    where
+        F: FnOnce() -> R + Send,
+        R: Send,
+    {
+        if WorkerThread::current_in(&self.registry).is_some() {
+            return f();
+        }
+        if self.registry.num_threads() == 0 {
+            return self.registry.with_guest(|_| f());
+        }
+        let job = StackJob::new(f);
+        // SAFETY: `job` stays on this frame until `wait` returns, which is
+        // after the worker set its latch.
+        let job_ref = unsafe { job.as_job_ref() };
+        self.registry.inject(job_ref, None);
+        job.wait();
+        job.into_result()
+    }
+
+    /// Spawn a `'static` closure: onto the calling worker's deque, or from
+    /// outside the pool onto the shared queue.
+    pub fn spawn<F>(&self, f: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.spawn_task(TaskRef::from_fn(move |_| f()));
+    }
+
+    /// [`Pool::spawn`] for a task node (it runs once its predecessors, if
+    /// any, have completed).
+    pub fn spawn_task(&self, task: TaskRef) {
+        self.submit_static(task, Some(Dispatch::Spawn), None);
+    }
+
+    /// Enqueue a `'static` closure on the shared queue: fair (approximately
+    /// FIFO) and guaranteed to run, even on a pool without threads.
+    pub fn enqueue<F>(&self, f: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.enqueue_task(TaskRef::from_fn(move |_| f()));
+    }
+
+    /// [`Pool::enqueue`] for a task node.
+    pub fn enqueue_task(&self, task: TaskRef) {
+        self.submit_static(task, Some(Dispatch::Enqueue), None);
+    }
+
+    /// Send a `'static` closure to worker `worker`'s mailbox: that worker
+    /// takes it by rule 4.
+    pub fn spawn_with_affinity<F>(&self, worker: usize, f: F) -> Result<(), AffinityError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.spawn_task_with_affinity(worker, TaskRef::from_fn(move |_| f()))
+    }
+
+    /// [`Pool::spawn_with_affinity`] for a task node. On error the node is
+    /// dropped (cancelled).
+    pub fn spawn_task_with_affinity(
+        &self,
+        worker: usize,
+        task: TaskRef,
+    ) -> Result<(), AffinityError> {
+        let num_workers = self.num_workers();
+        if worker >= num_workers {
+            return Err(AffinityError::OutOfRange {
+                index: worker,
+                num_workers,
+            });
+        }
+        self.submit_static(task, None, Some(worker));
+        Ok(())
+    }
+
+    fn submit_static(&self, task: TaskRef, dispatch: Option<Dispatch>, affinity: Option<usize>) {
+        if let Some(ready) = task.submit(&self.registry.static_group, dispatch, affinity) {
+            let here = WorkerThread::current_in(&self.registry);
+            self.registry.route_ready(ready, here);
+        }
+    }
+
+    /// Run a set of task nodes (one `TaskRef`, or an array or vector of
+    /// them) and everything they spawn, and block until all of it finished.
+    ///
+    /// A panic in any of these tasks cancels the ones that have not started
+    /// yet, lets the started ones finish, and is then resumed here (the
+    /// first panic wins). Called from a worker of this pool, the worker keeps
+    /// running tasks while it waits.
+    pub fn run<I>(&self, tasks: I)
+    where
+        I: IntoIterator<Item = TaskRef>,
+    {
+        // Collect first: user iterator code must not run (and perhaps
+        // panic) while nodes already point at the group on this frame.
+        let tasks: Vec<TaskRef> = tasks.into_iter().collect();
+        if tasks.is_empty() {
+            return;
+        }
+        let registry = &self.registry;
+        let group = if let Some(worker) = WorkerThread::current_in(registry) {
+            run_on_worker(worker, tasks)
+        } else if registry.num_threads() == 0 {
+            registry.with_guest(|worker| run_on_worker(worker, tasks))
+        } else {
+            let group = Group::structured(CountLatch::for_thread());
+            for task in tasks {
+                if let Some(ready) = task.submit(&group, None, None) {
+                    registry.route_ready(ready, None);
+                }
+            }
+            group.latch().release();
+            group.latch().wait_blocking();
+            group
+        };
+        if let Some(payload) = group.take_panic() {
+            unwind::resume_unwinding(payload);
+        }
+    }
+
+    /// Block until every `'static` task spawned or enqueued so far (and all
+    /// they spawned) has finished. On a pool without threads, the caller
+    /// runs them.
+    ///
+    /// # Panics
+    /// When called from a worker of this same pool: it would wait for the
+    /// task it is running.
+    pub fn wait_idle(&self) {
+        assert!(
+            WorkerThread::current_in(&self.registry).is_none(),
+            "Pool::wait_idle called from inside the pool would wait for its own task"
+        );
+        self.wait_idle_from_outside();
+    }
+
+    fn wait_idle_from_outside(&self) {
+        let idle = self.registry.static_group.idle_counter();
+        if self.registry.num_threads() > 0 {
+            idle.wait_zero(None);
+            return;
+        }
+        self.registry.with_guest(|worker| {
+            loop {
+                worker.drain();
+                // Whatever is left waits on predecessors elsewhere; look
+                // again shortly rather than burn a core.
+                if idle.is_zero() || idle.wait_zero(Some(Duration::from_millis(1))) {
+                    break;
+                }
+            }
+        });
+    }
+
+    /// A snapshot of the per-worker counters.
+    pub fn stats(&self) -> Stats {
+        self.registry.stats()
+    }
+}
+
+/// `run` from a worker of the pool: submit, then work until the group is
+/// empty. Returns the group so the caller can take its panic.
+fn run_on_worker(worker: &WorkerThread, tasks: Vec<TaskRef>) -> Group {
+    let registry = worker.registry();
+    let group = Group::structured(CountLatch::for_worker(registry.wake_owner(worker.index())));
+    for task in tasks {
+        if let Some(ready) = task.submit(&group, None, None) {
+            worker.route(ready);
+        }
+    }
+    group.latch().release();
+    worker.wait_until(group.latch().as_core().expect("a worker's latch"));
+    group
+}
+
+impl Drop for Pool {
+    /// Runs every task already spawned or enqueued, then stops and joins
+    /// the worker threads.
+    fn drop(&mut self) {
+        if WorkerThread::current_in(&self.registry).is_some() {
+            // Dropped by one of its own tasks: we cannot wait for ourselves.
+            // The workers finish their queues and exit on their own.
+            self.registry.terminate();
+            return;
+        }
+        self.wait_idle_from_outside();
+        self.registry.terminate();
+        for handle in self.threads.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// The index of the worker the calling thread is, in whichever pool, or
+/// `None` outside every pool.
+///
+/// ```
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// assert_eq!(sixfold::current_worker(), None);
+/// let inside = pool.install(sixfold::current_worker);
+/// assert!(matches!(inside, Some(0 | 1)));
+/// ```
+pub fn current_worker() -> Option<usize> {
+    WorkerThread::current().map(WorkerThread::index)
+}

@@ -1,0 +1,391 @@
+//! The state a pool's workers share, and how work enters the pool.
+//!
+//! The registry owns, per worker slot, the stealer end of its deque, its
+//! mailbox, its counters and its terminate latch; and, for the whole pool,
+//! the shared queue, the sleep state and the static group of `'static`
+//! tasks. `route_ready` is the one place that decides where a ready node
+//! goes: a mailbox (affinity for another worker), the shared queue (enqueue
+//! dispatch, or a spawn from outside the pool), or the calling worker's own
+//! deque.
+//!
+//! A pool built with `num_threads(0)` has one *guest* slot and no threads:
+//! `install`, `run` and `wait_idle` borrow the calling thread as worker 0,
+//! and work injected from outside starts a temporary *drainer* thread that
+//! takes the slot, runs by the six rules until nothing is left, and exits.
+//! That keeps oneTBB's guarantee that an enqueued task runs even when no
+//! worker would otherwise take it.
+//!
+//! Invariants: slot `i`'s deque is owned by exactly one thread at a time
+//! (its worker thread, or the guest holding `guest`); every injection is
+//! followed by the sleep protocol's `new_injected_jobs` (fence F1).
+
+use crate::error::BuildError;
+use crate::group::Group;
+use crate::job::JobRef;
+use crate::latch::{CoreLatch, WakeOwner};
+use crate::mailbox::Mailbox;
+use crate::shared_queue::SharedQueue;
+use crate::sleep::Sleep;
+use crate::stats::{Stats, WorkerCounters};
+use crate::sync::{AtomicBool, AtomicU64, Ordering, fence};
+use crate::task::{Dispatch, ReadyNode};
+use crate::unwind;
+use crate::worker::WorkerThread;
+use crossbeam_deque::{Stealer, Worker};
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+use std::any::Any;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub(crate) type PanicHandler = Box<dyn Fn(Box<dyn Any + Send>) + Send + Sync>;
+pub(crate) type ThreadHandler = Box<dyn Fn(usize) + Send + Sync>;
+
+/// Per-slot shared state.
+struct ThreadInfo {
+    stealer: Stealer<JobRef>,
+    mailbox: Mailbox,
+    counters: WorkerCounters,
+    /// Set when the pool shuts down; the worker's main loop waits on it.
+    terminate: CoreLatch,
+}
+
+/// What `Builder` hands to `Registry::new`.
+pub(crate) struct RegistryConfig {
+    pub(crate) num_threads: usize,
+    pub(crate) thread_name: Option<Box<dyn FnMut(usize) -> String>>,
+    pub(crate) stack_size: Option<usize>,
+    pub(crate) panic_handler: Option<PanicHandler>,
+    pub(crate) start_handler: Option<ThreadHandler>,
+    pub(crate) exit_handler: Option<ThreadHandler>,
+}
+
+pub(crate) struct Registry {
+    thread_infos: Box<[CachePadded<ThreadInfo>]>,
+    pub(crate) shared: SharedQueue,
+    pub(crate) sleep: Sleep,
+    pub(crate) static_group: Group,
+    num_threads: usize,
+    /// The deque of the guest slot of a zero-thread pool, while no thread
+    /// holds the slot.
+    guest: Mutex<Option<Worker<JobRef>>>,
+    drainer_active: AtomicBool,
+    unhandled_panics: AtomicU64,
+    panic_handler: Option<PanicHandler>,
+    start_handler: Option<ThreadHandler>,
+    exit_handler: Option<ThreadHandler>,
+    stack_size: Option<usize>,
+}
+
+impl Registry {
+    pub(crate) fn new(
+        mut config: RegistryConfig,
+    ) -> Result<(Arc<Registry>, Vec<JoinHandle<()>>), BuildError> {
+        let max = crate::sleep::counters::MAX_THREADS;
+        if config.num_threads > max {
+            return Err(BuildError::TooManyThreads {
+                requested: config.num_threads,
+                max,
+            });
+        }
+        let num_slots = config.num_threads.max(1);
+        let deques: Vec<Worker<JobRef>> = (0..num_slots).map(|_| Worker::new_lifo()).collect();
+        let thread_infos = deques
+            .iter()
+            .map(|deque| {
+                CachePadded::new(ThreadInfo {
+                    stealer: deque.stealer(),
+                    mailbox: Mailbox::default(),
+                    counters: WorkerCounters::default(),
+                    terminate: CoreLatch::new(),
+                })
+            })
+            .collect();
+        let mut deques = deques.into_iter();
+        let guest = if config.num_threads == 0 {
+            deques.next()
+        } else {
+            None
+        };
+        let registry = Arc::new(Registry {
+            thread_infos,
+            shared: SharedQueue::new(num_slots),
+            sleep: Sleep::new(num_slots),
+            static_group: Group::new_static(),
+            num_threads: config.num_threads,
+            guest: Mutex::new(guest),
+            drainer_active: AtomicBool::new(false),
+            unhandled_panics: AtomicU64::new(0),
+            panic_handler: config.panic_handler.take(),
+            start_handler: config.start_handler.take(),
+            exit_handler: config.exit_handler.take(),
+            stack_size: config.stack_size,
+        });
+
+        let mut handles = Vec::with_capacity(config.num_threads);
+        for (index, deque) in deques.enumerate().take(config.num_threads) {
+            let mut builder = std::thread::Builder::new();
+            if let Some(name) = config.thread_name.as_mut() {
+                builder = builder.name(name(index));
+            } else {
+                builder = builder.name(format!("sixfold-{index}"));
+            }
+            if let Some(size) = config.stack_size {
+                builder = builder.stack_size(size);
+            }
+            let registry_for_thread = registry.clone();
+            match builder.spawn(move || main_loop(registry_for_thread, index, deque)) {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    // Stop the threads already started before reporting.
+                    registry.terminate();
+                    for handle in handles {
+                        let _ = handle.join();
+                    }
+                    return Err(BuildError::ThreadSpawn(e));
+                }
+            }
+        }
+        Ok((registry, handles))
+    }
+
+    /// Worker slots: the number of threads, or one guest slot for a pool
+    /// without threads.
+    #[inline]
+    pub(crate) fn num_slots(&self) -> usize {
+        self.thread_infos.len()
+    }
+
+    pub(crate) fn num_threads(&self) -> usize {
+        self.num_threads
+    }
+
+    #[inline]
+    pub(crate) fn counters(&self, index: usize) -> &WorkerCounters {
+        &self.thread_infos[index].counters
+    }
+
+    #[inline]
+    pub(crate) fn mailbox(&self, index: usize) -> &Mailbox {
+        &self.thread_infos[index].mailbox
+    }
+
+    #[inline]
+    pub(crate) fn stealer(&self, index: usize) -> &Stealer<JobRef> {
+        &self.thread_infos[index].stealer
+    }
+
+    /// Work that a sleeper could miss if nobody woke it: the shared queue
+    /// and its own mailbox (checked after fence F2).
+    pub(crate) fn has_injected_work(&self, index: usize) -> bool {
+        !self.shared.is_empty() || !self.mailbox(index).is_empty()
+    }
+
+    /// Send a ready node where its placement says. `here` is the calling
+    /// worker if it belongs to this pool.
+    pub(crate) fn route_ready(self: &Arc<Self>, ready: ReadyNode, here: Option<&WorkerThread>) {
+        let (dispatch, affinity) = ready.placement();
+        let here_index = here.map(WorkerThread::index);
+        let job = ready.into_job();
+        match affinity {
+            Some(target) if target < self.num_slots() && Some(target) != here_index => {
+                self.mailbox(target).push(job);
+                self.sleep.new_mailbox_job(target);
+                if here.is_none() {
+                    self.start_drainer_if_needed();
+                }
+            }
+            _ => match (dispatch, here) {
+                (Dispatch::Spawn, Some(worker)) => worker.push(job),
+                _ => self.inject(job, here_index),
+            },
+        }
+    }
+
+    /// Push to the shared queue and make sure someone will see it.
+    pub(crate) fn inject(self: &Arc<Self>, job: JobRef, here: Option<usize>) {
+        let was_empty = self.shared.push(job, here);
+        self.sleep.new_injected_jobs(1, was_empty);
+        if here.is_none() {
+            self.start_drainer_if_needed();
+        }
+    }
+
+    /// A task panicked: a structured group records it (and cancels its
+    /// not-started nodes); a `'static` task's panic goes to the handler.
+    pub(crate) fn task_panicked(&self, group: &Group, payload: Box<dyn Any + Send>) {
+        if !group.is_static() {
+            group.record_panic(payload);
+            return;
+        }
+        match &self.panic_handler {
+            Some(handler) => {
+                if let Err(inner) = unwind::halt_unwinding(|| handler(payload)) {
+                    eprintln!(
+                        "sixfold: the panic handler itself panicked: {}",
+                        unwind::payload_message(&*inner)
+                    );
+                    self.unhandled_panics.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            None => {
+                eprintln!(
+                    "sixfold: a task panicked: {}",
+                    unwind::payload_message(&*payload)
+                );
+                self.unhandled_panics.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        Stats {
+            workers: self
+                .thread_infos
+                .iter()
+                .map(|info| info.counters.snapshot())
+                .collect(),
+            unhandled_panics: self.unhandled_panics.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The `WakeOwner` for a latch that worker `index` of this registry
+    /// will wait on.
+    pub(crate) fn wake_owner(self: &Arc<Self>, index: usize) -> WakeOwner {
+        WakeOwner {
+            registry: Arc::as_ptr(self).cast(),
+            index,
+            set_and_wake: set_and_wake_owner,
+        }
+    }
+
+    /// Ask every worker to exit once its work is done.
+    pub(crate) fn terminate(&self) {
+        for (index, info) in self.thread_infos.iter().enumerate() {
+            if info.terminate.set() {
+                self.sleep.notify_worker_latch_is_set(index);
+            }
+        }
+    }
+
+    /// Run `f` with the calling thread as the guest worker of a zero-thread
+    /// pool (waiting for the slot if another thread holds it).
+    pub(crate) fn with_guest<R>(self: &Arc<Self>, f: impl FnOnce(&WorkerThread) -> R) -> R {
+        debug_assert_eq!(self.num_threads, 0);
+        let mut slot = self.guest.lock();
+        let deque = slot.take().expect("guest slot held twice");
+        let worker = WorkerThread::enter(deque, 0, self.clone());
+        // Put the deque back even if `f` panics.
+        struct Restore<'a> {
+            worker: Option<Box<WorkerThread>>,
+            slot: &'a mut Option<Worker<JobRef>>,
+        }
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                if let Some(worker) = self.worker.take() {
+                    *self.slot = Some(worker.leave());
+                }
+            }
+        }
+        let restore = Restore {
+            worker: Some(worker),
+            slot: &mut slot,
+        };
+        f(restore.worker.as_deref().expect("guest worker present"))
+    }
+
+    /// On a zero-thread pool, make sure a drainer thread will take what was
+    /// just injected.
+    fn start_drainer_if_needed(self: &Arc<Self>) {
+        if self.num_threads > 0 {
+            return;
+        }
+        // Pairs with the fence in `drainer_main` after it clears the flag:
+        // either we see the flag clear and start a drainer, or the drainer
+        // sees our push when it re-checks.
+        fence(Ordering::SeqCst);
+        if self.drainer_active.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let registry = self.clone();
+        let mut builder = std::thread::Builder::new().name("sixfold-drainer".into());
+        if let Some(size) = self.stack_size {
+            builder = builder.stack_size(size);
+        }
+        if let Err(e) = builder.spawn(move || drainer_main(registry)) {
+            self.drainer_active.store(false, Ordering::SeqCst);
+            eprintln!(
+                "sixfold: could not start a drainer thread ({e}); queued tasks run at the next install, run, wait_idle or drop"
+            );
+        }
+    }
+
+    fn guest_has_work(&self) -> bool {
+        !self.shared.is_empty() || !self.mailbox(0).is_empty() || !self.stealer(0).is_empty()
+    }
+}
+
+/// `WakeOwner::set_and_wake` for registries: set the latch and wake its
+/// owner, keeping the registry alive across the wake.
+///
+/// # Safety
+/// `registry` points at a live registry (the waiting worker holds it).
+unsafe fn set_and_wake_owner(registry: *const (), index: usize, latch: &CoreLatch) {
+    let registry = registry.cast::<Registry>();
+    // The woken owner may return at once and drop the last handle to its
+    // pool. If we are not a worker of that pool (the pool's drop joins its
+    // own workers, so they are safe), hold a reference across the wake.
+    // SAFETY: live until the latch is set, per the caller's contract.
+    let is_own_worker = WorkerThread::current_in(unsafe { &*registry }).is_some();
+    let keep_alive = if is_own_worker {
+        None
+    } else {
+        // SAFETY: `registry` came from `Arc::as_ptr` and is still alive.
+        unsafe {
+            Arc::increment_strong_count(registry);
+            Some(Arc::from_raw(registry))
+        }
+    };
+    if latch.set() {
+        // SAFETY: still alive: our own worker thread or `keep_alive`.
+        unsafe { (*registry).sleep.notify_worker_latch_is_set(index) };
+    }
+    drop(keep_alive);
+}
+
+/// A worker thread's life: start handler, the six rules until terminated,
+/// exit handler.
+fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
+    let worker = WorkerThread::enter(deque, index, registry.clone());
+    if let Some(handler) = &registry.start_handler
+        && let Err(payload) = unwind::halt_unwinding(|| handler(index))
+    {
+        eprintln!(
+            "sixfold: start handler of worker {index} panicked: {}",
+            unwind::payload_message(&*payload)
+        );
+    }
+    worker.wait_until(&registry.thread_infos[index].terminate);
+    if let Some(handler) = &registry.exit_handler
+        && let Err(payload) = unwind::halt_unwinding(|| handler(index))
+    {
+        eprintln!(
+            "sixfold: exit handler of worker {index} panicked: {}",
+            unwind::payload_message(&*payload)
+        );
+    }
+    drop(worker.leave());
+}
+
+/// The temporary worker of a zero-thread pool: drain, then exit, unless new
+/// work arrived while it was deciding to.
+fn drainer_main(registry: Arc<Registry>) {
+    loop {
+        registry.with_guest(|worker| worker.drain());
+        registry.drainer_active.store(false, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if !registry.guest_has_work() || registry.drainer_active.swap(true, Ordering::SeqCst) {
+            return;
+        }
+    }
+}

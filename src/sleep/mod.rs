@@ -1,0 +1,314 @@
+//! When idle workers go to sleep, and who wakes them.
+//!
+//! This is the protocol of Rayon RFC #5 as rayon-core implements it,
+//! extended with a targeted wake for mailboxes. A worker is *active* while
+//! it runs tasks, *idle* while it searches, *sleeping* while blocked on its
+//! own condvar. The packed word in [`counters`] counts inactive (idle or
+//! sleeping) and sleeping workers and carries the jobs event counter (JEC).
+//!
+//! # Falling asleep
+//!
+//! A worker that finds nothing searches again, in rounds, yielding between
+//! them. After `ROUNDS_UNTIL_SLEEPY` rounds it *gets sleepy*: it makes the
+//! JEC even and remembers it. It searches once more. If that also fails it
+//! takes its sleep lock, moves its latch SLEEPY -> SLEEPING (failing if the
+//! latch was set: then it does not sleep), and in one CAS checks that the
+//! JEC is unchanged and adds itself to the sleeping count. Then it executes
+//! fence F2 (SeqCst), checks once more for injected work (the shared queue
+//! and its own mailbox), and only then blocks.
+//!
+//! # Posting work
+//!
+//! Work pushed from outside the pool (the shared queue) or to a mailbox is
+//! followed by fence F1 (SeqCst); then the poster makes the JEC odd and reads
+//! the counts in the same atomic step. If no thread is idle-searching and
+//! some sleep, it wakes one per new task. A push to a worker's own deque
+//! wakes only when nobody is idle-searching, or when the deque already held
+//! work (a backlog is forming). A mailbox push also wakes the mailbox's
+//! owner directly if it sleeps.
+//!
+//! # Why no wake-up is lost
+//!
+//! The race to rule out: a sleepy worker S finds nothing; a poster P pushes
+//! a task and sees no sleeper; S then blocks forever with the task queued.
+//!
+//! * If P's JEC increment comes before S's sleeping-count CAS, the CAS sees
+//!   a changed word and S searches again.
+//! * Otherwise S's CAS comes first. Both then run a SeqCst fence (P's F1
+//!   after the push and before reading the counters, S's F2 after the CAS
+//!   and before reading the queue). SeqCst fences are totally ordered: if
+//!   F1 precedes F2, S's final check sees the push; if F2 precedes F1, P's
+//!   read sees S counted as sleeping and P wakes it. Either way the task is
+//!   seen. This also covers the JEC having wrapped around to the very value
+//!   S remembered, which the first bullet alone would miss.
+//! * The wake itself cannot slip between S's final check and S blocking: S
+//!   holds its sleep lock from before the check until the condvar wait
+//!   releases it, and the waker takes that lock to flip `is_blocked`.
+//!
+//! Work pushed to a worker's own deque needs no fence: if a sleeper misses
+//! it, the pushing worker itself is awake and will run it.
+//!
+//! Latches: a worker waiting on a latch sleeps on it. The latch's own
+//! SLEEPY/SLEEPING states make `set` report whether the owner committed to
+//! sleep; the setter then wakes that owner alone.
+//!
+//! Invariants: `sleeping <= inactive <= workers`; the sleeping count is
+//! decremented by the waker, not the sleeper, so posters see an up-to-date
+//! count at once; a worker only blocks while holding no task.
+
+pub(crate) mod counters;
+
+use crate::latch::CoreLatch;
+use crate::sync::{Condvar, Mutex, Ordering, fence, thread};
+use counters::{AtomicCounters, JobsEventCounter};
+use crossbeam_utils::CachePadded;
+
+/// Search rounds (with a yield between them) before getting sleepy.
+const ROUNDS_UNTIL_SLEEPY: u32 = 32;
+/// One more round after getting sleepy, then sleep.
+const ROUNDS_UNTIL_SLEEPING: u32 = ROUNDS_UNTIL_SLEEPY + 1;
+
+/// One worker's sleep lock and condvar, each on its own cache line.
+struct WorkerSleepState {
+    /// True while the worker is blocked on `condvar`. Written under the lock
+    /// by the sleeper (to true) and by the waker (to false).
+    is_blocked: Mutex<bool>,
+    condvar: Condvar,
+}
+
+/// The sleep state of one pool.
+pub(crate) struct Sleep {
+    counters: AtomicCounters,
+    worker_sleep_states: Vec<CachePadded<WorkerSleepState>>,
+}
+
+/// A searching worker's progress towards sleep.
+pub(crate) struct IdleState {
+    worker_index: usize,
+    rounds: u32,
+    /// The JEC as the worker left it when it got sleepy.
+    jobs_counter: JobsEventCounter,
+}
+
+impl IdleState {
+    fn wake_fully(&mut self) {
+        self.rounds = 0;
+        self.jobs_counter = JobsEventCounter::DUMMY;
+    }
+
+    /// Back to just before getting sleepy: one more search, then try again.
+    fn wake_partly(&mut self) {
+        self.rounds = ROUNDS_UNTIL_SLEEPY;
+        self.jobs_counter = JobsEventCounter::DUMMY;
+    }
+}
+
+impl Sleep {
+    pub(crate) fn new(num_workers: usize) -> Self {
+        assert!(num_workers <= counters::MAX_THREADS);
+        Sleep {
+            counters: AtomicCounters::new(),
+            worker_sleep_states: (0..num_workers)
+                .map(|_| {
+                    CachePadded::new(WorkerSleepState {
+                        is_blocked: Mutex::new(false),
+                        condvar: Condvar::new(),
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// A worker starts searching for work.
+    #[inline]
+    pub(crate) fn start_looking(&self, worker_index: usize) -> IdleState {
+        self.counters.add_inactive_thread();
+        IdleState {
+            worker_index,
+            rounds: 0,
+            jobs_counter: JobsEventCounter::DUMMY,
+        }
+    }
+
+    /// A searching worker found work: it is active again, and may hand the
+    /// search over to sleepers.
+    #[inline]
+    pub(crate) fn work_found(&self) {
+        let to_wake = self.counters.sub_inactive_thread();
+        self.wake_any_threads(to_wake);
+    }
+
+    /// A search found nothing: yield, get sleepy, or sleep, by round.
+    /// Returns true if the worker actually blocked.
+    #[inline]
+    pub(crate) fn no_work_found(
+        &self,
+        idle_state: &mut IdleState,
+        latch: &CoreLatch,
+        has_injected_work: impl FnOnce() -> bool,
+    ) -> bool {
+        if idle_state.rounds < ROUNDS_UNTIL_SLEEPY {
+            thread::yield_now();
+            idle_state.rounds += 1;
+            false
+        } else if idle_state.rounds == ROUNDS_UNTIL_SLEEPY {
+            idle_state.jobs_counter = self.announce_sleepy();
+            idle_state.rounds += 1;
+            thread::yield_now();
+            false
+        } else {
+            debug_assert_eq!(idle_state.rounds, ROUNDS_UNTIL_SLEEPING);
+            self.sleep(idle_state, latch, has_injected_work)
+        }
+    }
+
+    /// Make the JEC even (if work was posted since the last sleepy thread)
+    /// and return it.
+    fn announce_sleepy(&self) -> JobsEventCounter {
+        self.counters
+            .increment_jobs_event_counter_if(JobsEventCounter::is_active)
+            .jobs_counter()
+    }
+
+    #[cold]
+    fn sleep(
+        &self,
+        idle_state: &mut IdleState,
+        latch: &CoreLatch,
+        has_injected_work: impl FnOnce() -> bool,
+    ) -> bool {
+        let worker_index = idle_state.worker_index;
+        if !latch.get_sleepy() {
+            return false;
+        }
+        let sleep_state = &self.worker_sleep_states[worker_index];
+        let mut is_blocked = sleep_state.is_blocked.lock();
+        debug_assert!(!*is_blocked);
+
+        // The latch was set between get_sleepy and here: its setter saw
+        // SLEEPY and sends no wake-up, so we must not block.
+        if !latch.fall_asleep() {
+            idle_state.wake_fully();
+            return false;
+        }
+
+        loop {
+            let counters = self.counters.load();
+            if counters.jobs_counter() != idle_state.jobs_counter {
+                // Work was posted since we got sleepy; we may have missed
+                // it. Search once more before trying to sleep again.
+                idle_state.wake_partly();
+                latch.wake_up();
+                return false;
+            }
+            if self.counters.try_add_sleeping_thread(counters) {
+                break;
+            }
+        }
+
+        // F2 of the proof sketch: orders our sleeping-count increment before
+        // the final check below, against F1 in the posters.
+        fence(Ordering::SeqCst);
+        let slept = if has_injected_work() {
+            // Nobody will wake us for this work, so we undo our own
+            // sleeping count (normally the waker does).
+            self.counters.sub_sleeping_thread();
+            false
+        } else {
+            *is_blocked = true;
+            while *is_blocked {
+                sleep_state.condvar.wait(&mut is_blocked);
+            }
+            true
+        };
+
+        idle_state.wake_fully();
+        latch.wake_up();
+        slept
+    }
+
+    /// `num_jobs` tasks were pushed to the shared queue (from anywhere) or
+    /// to a worker's deque from outside: make sure someone will see them.
+    #[inline]
+    pub(crate) fn new_injected_jobs(&self, num_jobs: usize, queue_was_empty: bool) {
+        // F1 of the proof sketch: the push happens before we read the
+        // sleeping count.
+        fence(Ordering::SeqCst);
+        self.new_jobs(num_jobs, queue_was_empty)
+    }
+
+    /// `num_jobs` tasks were pushed to the pushing worker's own deque.
+    #[inline]
+    pub(crate) fn new_internal_jobs(&self, num_jobs: usize, queue_was_empty: bool) {
+        self.new_jobs(num_jobs, queue_was_empty)
+    }
+
+    /// A task was put in worker `target`'s mailbox: wake `target` if it
+    /// sleeps, and in any case move the JEC so a sleepy `target` searches
+    /// again instead of committing to sleep.
+    pub(crate) fn new_mailbox_job(&self, target: usize) {
+        fence(Ordering::SeqCst);
+        self.counters
+            .increment_jobs_event_counter_if(JobsEventCounter::is_sleepy);
+        self.wake_specific_thread(target);
+    }
+
+    #[inline]
+    fn new_jobs(&self, num_jobs: usize, queue_was_empty: bool) {
+        let counters = self
+            .counters
+            .increment_jobs_event_counter_if(JobsEventCounter::is_sleepy);
+        let num_sleepers = counters.sleeping_threads();
+        if num_sleepers == 0 {
+            return;
+        }
+        let num_awake_but_idle = counters.awake_but_idle_threads();
+        if !queue_was_empty {
+            // A backlog: the idle searchers are not keeping up.
+            self.wake_any_threads(num_jobs.min(num_sleepers));
+        } else if num_awake_but_idle < num_jobs {
+            // The searchers will take some; wake sleepers for the rest.
+            self.wake_any_threads((num_jobs - num_awake_but_idle).min(num_sleepers));
+        }
+    }
+
+    fn wake_any_threads(&self, mut num_to_wake: usize) {
+        if num_to_wake == 0 {
+            return;
+        }
+        for index in 0..self.worker_sleep_states.len() {
+            if self.wake_specific_thread(index) {
+                num_to_wake -= 1;
+                if num_to_wake == 0 {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Wake worker `index` if it is blocked. True if it was.
+    pub(crate) fn wake_specific_thread(&self, index: usize) -> bool {
+        let sleep_state = &self.worker_sleep_states[index];
+        let mut is_blocked = sleep_state.is_blocked.lock();
+        if *is_blocked {
+            *is_blocked = false;
+            sleep_state.condvar.notify_one();
+            // The waker, not the sleeper, takes it off the sleeping count,
+            // so posters see the new count at once.
+            self.counters.sub_sleeping_thread();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A latch owned by worker `index` was set while it slept on it.
+    pub(crate) fn notify_worker_latch_is_set(&self, index: usize) {
+        self.wake_specific_thread(index);
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn sleeping_threads(&self) -> usize {
+        self.counters.load().sleeping_threads()
+    }
+}

@@ -1,0 +1,210 @@
+//! Per-worker counters: which of the six rules supplied each task, steal
+//! attempts and successes, times slept.
+//!
+//! Each worker writes only its own [`WorkerCounters`] (a relaxed load and
+//! store, no read-modify-write: there is a single writer), so counting costs
+//! the hot path a plain increment. Readers (`Pool::stats`) may see a
+//! snapshot that is slightly stale but never torn.
+
+use crate::sync::{AtomicU64, Ordering};
+use std::fmt;
+
+/// The six places a worker takes its next task from, in priority order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(usize)]
+pub enum Rule {
+    /// Rule 1: the task that the finished task's `execute` returned.
+    Returned = 0,
+    /// Rule 2: the successor the finished task made ready (it was the last
+    /// predecessor to complete).
+    Successor = 1,
+    /// Rule 3: the newest task of the worker's own deque (LIFO).
+    OwnDeque = 2,
+    /// Rule 4: a task with affinity for this worker, from its mailbox.
+    Mailbox = 3,
+    /// Rule 5: approximately the oldest task of the shared enqueue queue.
+    SharedQueue = 4,
+    /// Rule 6: the oldest task of a randomly chosen other worker's deque.
+    Steal = 5,
+}
+
+impl Rule {
+    /// All rules, in priority order.
+    pub const ALL: [Rule; 6] = [
+        Rule::Returned,
+        Rule::Successor,
+        Rule::OwnDeque,
+        Rule::Mailbox,
+        Rule::SharedQueue,
+        Rule::Steal,
+    ];
+
+    /// The rule's number, 1 to 6.
+    pub fn number(self) -> usize {
+        self as usize + 1
+    }
+
+    /// A short name for tables.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Rule::Returned => "returned",
+            Rule::Successor => "successor",
+            Rule::OwnDeque => "own-deque",
+            Rule::Mailbox => "mailbox",
+            Rule::SharedQueue => "shared",
+            Rule::Steal => "steal",
+        }
+    }
+}
+
+/// The live counters of one worker (single writer: that worker).
+#[derive(Default)]
+pub(crate) struct WorkerCounters {
+    by_rule: [AtomicU64; 6],
+    steal_attempts: AtomicU64,
+    steals: AtomicU64,
+    sleeps: AtomicU64,
+}
+
+#[inline]
+fn bump(counter: &AtomicU64, by: u64) {
+    // Single writer: a load and a store cannot lose an update.
+    counter.store(counter.load(Ordering::Relaxed) + by, Ordering::Relaxed);
+}
+
+impl WorkerCounters {
+    #[inline]
+    pub(crate) fn task(&self, rule: Rule) {
+        bump(&self.by_rule[rule as usize], 1);
+    }
+
+    #[inline]
+    pub(crate) fn steal_attempts(&self, n: u64) {
+        bump(&self.steal_attempts, n);
+    }
+
+    #[inline]
+    pub(crate) fn steal_success(&self) {
+        bump(&self.steals, 1);
+    }
+
+    #[inline]
+    pub(crate) fn slept(&self) {
+        bump(&self.sleeps, 1);
+    }
+
+    pub(crate) fn snapshot(&self) -> WorkerStats {
+        WorkerStats {
+            tasks_by_rule: std::array::from_fn(|i| self.by_rule[i].load(Ordering::Relaxed)),
+            steal_attempts: self.steal_attempts.load(Ordering::Relaxed),
+            steals: self.steals.load(Ordering::Relaxed),
+            sleeps: self.sleeps.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What one worker did since the pool started.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Tasks started, indexed by `Rule as usize` (rule number minus one).
+    pub tasks_by_rule: [u64; 6],
+    /// Victim deques probed by rule 6.
+    pub steal_attempts: u64,
+    /// Probes that took a task.
+    pub steals: u64,
+    /// Times the worker blocked in the sleep protocol.
+    pub sleeps: u64,
+}
+
+impl WorkerStats {
+    /// Tasks this worker took by `rule`.
+    pub fn by_rule(&self, rule: Rule) -> u64 {
+        self.tasks_by_rule[rule as usize]
+    }
+
+    /// All tasks this worker ran.
+    pub fn total(&self) -> u64 {
+        self.tasks_by_rule.iter().sum()
+    }
+}
+
+/// A snapshot of a pool's counters (`Pool::stats`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// One entry per worker slot, by worker index.
+    pub workers: Vec<WorkerStats>,
+    /// Panics of `'static` tasks that no `panic_handler` took.
+    pub unhandled_panics: u64,
+}
+
+impl Stats {
+    /// Tasks taken by `rule`, summed over workers.
+    pub fn by_rule(&self, rule: Rule) -> u64 {
+        self.workers.iter().map(|w| w.by_rule(rule)).sum()
+    }
+
+    /// All tasks run.
+    pub fn total(&self) -> u64 {
+        self.workers.iter().map(WorkerStats::total).sum()
+    }
+
+    /// The counters accumulated since `earlier` (per worker).
+    pub fn since(&self, earlier: &Stats) -> Stats {
+        Stats {
+            workers: self
+                .workers
+                .iter()
+                .enumerate()
+                .map(|(i, now)| {
+                    let before = earlier.workers.get(i).cloned().unwrap_or_default();
+                    WorkerStats {
+                        tasks_by_rule: std::array::from_fn(|r| {
+                            now.tasks_by_rule[r] - before.tasks_by_rule[r]
+                        }),
+                        steal_attempts: now.steal_attempts - before.steal_attempts,
+                        steals: now.steals - before.steals,
+                        sleeps: now.sleeps - before.sleeps,
+                    }
+                })
+                .collect(),
+            unhandled_panics: self.unhandled_panics - earlier.unhandled_panics,
+        }
+    }
+}
+
+impl fmt::Display for Stats {
+    /// A table: one row per worker, one column per rule, then steals.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:<8}", "worker")?;
+        for rule in Rule::ALL {
+            write!(
+                f,
+                " {:>12}",
+                format!("{}:{}", rule.number(), rule.short_name())
+            )?;
+        }
+        writeln!(f, " {:>10} {:>8} {:>7}", "steal-try", "stolen", "sleeps")?;
+        let mut row = |name: &str, w: &WorkerStats| -> fmt::Result {
+            write!(f, "{name:<8}")?;
+            for count in w.tasks_by_rule {
+                write!(f, " {count:>12}")?;
+            }
+            writeln!(
+                f,
+                " {:>10} {:>8} {:>7}",
+                w.steal_attempts, w.steals, w.sleeps
+            )
+        };
+        let mut total = WorkerStats::default();
+        for (i, w) in self.workers.iter().enumerate() {
+            row(&i.to_string(), w)?;
+            for r in 0..6 {
+                total.tasks_by_rule[r] += w.tasks_by_rule[r];
+            }
+            total.steal_attempts += w.steal_attempts;
+            total.steals += w.steals;
+            total.sleeps += w.sleeps;
+        }
+        row("all", &total)
+    }
+}

@@ -1,0 +1,658 @@
+//! Task nodes: the unit the six rules schedule.
+//!
+//! A node is a [`Header`] followed by a body that implements [`Task`]. The
+//! header holds what DESIGN.md lists: the count of predecessors that have not
+//! completed (`pending`), the successors, the dispatch (spawn or enqueue),
+//! an optional affinity, plus the group the node was submitted to.
+//!
+//! # Ownership
+//!
+//! A node is owned, in turn, by:
+//! 1. its [`TaskRef`] handle, while unsubmitted. The handle is itself one
+//!    unit of `pending` (the *hold*), so a node with predecessors cannot
+//!    start before its handle was handed to the scheduler;
+//! 2. nobody, while `pending > 0` after submission (it waits; its
+//!    predecessors hold raw pointers to it);
+//! 3. the thread whose decrement took `pending` to zero: it routes the node
+//!    by its placement, and whichever worker takes it runs it, completes its
+//!    successors and frees it.
+//!
+//! The `meta` fields are written only by the current owner; ownership moves
+//! through `pending`'s AcqRel read-modify-writes, which order those writes.
+//! Dropping an unsubmitted handle cancels the node: it never runs, and
+//! neither does any node after it (a task runs only if all its predecessors
+//! ran; the same holds when a predecessor panicked or was skipped).
+//!
+//! The only `unsafe` of the task layer is here: raw node pointers, their
+//! allocation and freeing, and the type-erased call of a body.
+
+use crate::context::Context;
+use crate::error::TaskError;
+use crate::group::Group;
+use crate::job::{JobRef, Next};
+use crate::stats::Rule;
+use crate::sync::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use crate::unwind;
+use crate::worker::WorkerThread;
+use std::any::TypeId;
+use std::cell::UnsafeCell;
+use std::collections::HashSet;
+use std::fmt;
+use std::ptr::{self, NonNull};
+
+/// A unit of work for the scheduler, written in continuation-passing style.
+///
+/// `execute` runs once (or again, after [`Context::recycle`]). It may spawn
+/// children, create a continuation that runs when they finish, and return a
+/// task to run next on this same worker (rule 1, oneTBB's scheduler bypass).
+///
+/// ```
+/// use sixfold::{Context, Pool, Task, TaskRef};
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// struct Hello(Arc<AtomicUsize>);
+/// impl Task for Hello {
+///     fn execute(&mut self, _cx: &mut Context<'_>) -> Option<TaskRef> {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         None
+///     }
+/// }
+///
+/// let pool = Pool::builder().num_threads(2).build().unwrap();
+/// let count = Arc::new(AtomicUsize::new(0));
+/// pool.run(TaskRef::new(Hello(count.clone())));
+/// assert_eq!(count.load(Ordering::Relaxed), 1);
+/// ```
+pub trait Task: Send + 'static {
+    /// Run the task. The returned task (if any) runs next on this worker.
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef>;
+}
+
+/// A closure as a task.
+pub(crate) struct FnTask<F>(Option<F>);
+
+impl<F> FnTask<F> {
+    pub(crate) fn new(f: F) -> Self {
+        FnTask(Some(f))
+    }
+}
+
+impl<F> Task for FnTask<F>
+where
+    F: FnOnce(&mut Context<'_>) + Send + 'static,
+{
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+        if let Some(f) = self.0.take() {
+            f(cx);
+        }
+        None
+    }
+}
+
+/// Where a ready node goes when it is not run by rule 1 or 2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dispatch {
+    /// The deque of the worker that made it ready (LIFO, locality).
+    Spawn,
+    /// The shared queue (fair, approximately FIFO).
+    Enqueue,
+}
+
+const NO_AFFINITY: usize = usize::MAX;
+
+/// The successors of a node: the first inline (most nodes have at most one),
+/// the rest in a vector that allocates only when used.
+#[derive(Default)]
+pub(crate) struct Successors {
+    first: Option<NonNull<Header>>,
+    rest: Vec<NonNull<Header>>,
+}
+
+impl Successors {
+    fn push(&mut self, node: NonNull<Header>) {
+        if self.first.is_none() {
+            self.first = Some(node);
+        } else {
+            self.rest.push(node);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = NonNull<Header>> + '_ {
+        self.first.into_iter().chain(self.rest.iter().copied())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+}
+
+/// The fields only the node's current owner touches.
+struct Meta {
+    dispatch: Dispatch,
+    affinity: usize,
+    /// Whether this node holds a unit of its group (see `group.rs`).
+    holds_unit: bool,
+    successors: Successors,
+}
+
+struct VTable {
+    execute: unsafe fn(NonNull<Header>, &mut Context<'_>) -> Option<TaskRef>,
+    drop_node: unsafe fn(NonNull<Header>),
+    body: unsafe fn(NonNull<Header>) -> *const (),
+    type_id: fn() -> TypeId,
+}
+
+/// The scheduler's part of a task node.
+pub(crate) struct Header {
+    /// Predecessors not yet completed, plus one while a handle holds it.
+    pending: AtomicUsize,
+    /// Set when a predecessor failed or the handle was dropped: skip the body.
+    cancelled: AtomicBool,
+    /// The group the node was submitted to; null before submission.
+    group: AtomicPtr<Group>,
+    meta: UnsafeCell<Meta>,
+    vtable: &'static VTable,
+}
+
+#[repr(C)]
+struct Node<T> {
+    header: Header,
+    body: UnsafeCell<T>,
+}
+
+impl<T: Task> Node<T> {
+    const VTABLE: VTable = VTable {
+        execute: Self::execute,
+        drop_node: Self::drop_node,
+        body: Self::body,
+        type_id: TypeId::of::<T>,
+    };
+
+    fn allocate(body: T) -> NonNull<Header> {
+        let node = Box::new(Node {
+            header: Header {
+                pending: AtomicUsize::new(1),
+                cancelled: AtomicBool::new(false),
+                group: AtomicPtr::new(ptr::null_mut()),
+                meta: UnsafeCell::new(Meta {
+                    dispatch: Dispatch::Spawn,
+                    affinity: NO_AFFINITY,
+                    holds_unit: false,
+                    successors: Successors::default(),
+                }),
+                vtable: &Self::VTABLE,
+            },
+            body: UnsafeCell::new(body),
+        });
+        // `header` is the first field of a repr(C) struct: same address.
+        NonNull::from(Box::leak(node)).cast()
+    }
+
+    unsafe fn execute(node: NonNull<Header>, cx: &mut Context<'_>) -> Option<TaskRef> {
+        // SAFETY: the caller owns the running node (pending reached zero, or
+        // it is being re-run after a recycle), so nobody else accesses the
+        // body; `node` was made by `allocate::<T>`, so the cast is right.
+        let body = unsafe { &mut *node.cast::<Node<T>>().as_ref().body.get() };
+        body.execute(cx)
+    }
+
+    unsafe fn drop_node(node: NonNull<Header>) {
+        // SAFETY: the caller owns the node and nothing points at it any more
+        // (it completed or was cancelled with no predecessor left).
+        drop(unsafe { Box::from_raw(node.cast::<Node<T>>().as_ptr()) });
+    }
+
+    unsafe fn body(node: NonNull<Header>) -> *const () {
+        // SAFETY: `node` was made by `allocate::<T>`.
+        unsafe { node.cast::<Node<T>>().as_ref().body.get() as *const () }
+    }
+}
+
+/// Serializes edge insertion with the cycle search, which reads the
+/// successor lists of nodes that other threads may be linking.
+static EDGE_LOCK: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// An owned handle to a task node that has not been handed to a pool yet.
+///
+/// Hand it over with `Pool::run`, `Pool::spawn_task`, `Pool::enqueue_task`,
+/// a [`Context`] method, or by returning it from [`Task::execute`]. A node
+/// with predecessors runs when the last of them completes; handing it over
+/// only says "it may run then". Dropping a handle instead cancels the node:
+/// it never runs, and neither do the nodes after it.
+///
+/// ```
+/// use sixfold::{Pool, TaskRef};
+/// use std::sync::{Arc, Mutex};
+///
+/// let log = Arc::new(Mutex::new(Vec::new()));
+/// let task = |name: &'static str| {
+///     let log = log.clone();
+///     TaskRef::from_fn(move |_| log.lock().unwrap().push(name))
+/// };
+/// // a -> {b, c} -> d
+/// let (mut a, mut b, mut c, d) = (task("a"), task("b"), task("c"), task("d"));
+/// a.precede(&b).unwrap();
+/// a.precede(&c).unwrap();
+/// b.precede(&d).unwrap();
+/// c.precede(&d).unwrap();
+///
+/// let pool = Pool::builder().num_threads(2).build().unwrap();
+/// pool.run([a, b, c, d]);
+/// let log = log.lock().unwrap();
+/// assert_eq!((log[0], log[3]), ("a", "d"));
+/// ```
+pub struct TaskRef {
+    node: NonNull<Header>,
+}
+
+// SAFETY: the handle uniquely owns an unsubmitted node whose body is `Send`;
+// the header's shared fields are atomics.
+unsafe impl Send for TaskRef {}
+
+impl fmt::Debug for TaskRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskRef")
+            .field("node", &self.node)
+            .field("pending_predecessors", &self.pending_predecessors())
+            .finish()
+    }
+}
+
+impl IntoIterator for TaskRef {
+    type Item = TaskRef;
+    type IntoIter = std::iter::Once<TaskRef>;
+
+    /// A single task is a task set of one, so `Pool::run` takes either.
+    fn into_iter(self) -> Self::IntoIter {
+        std::iter::once(self)
+    }
+}
+
+impl TaskRef {
+    /// A new node around `task`, with no predecessors and no successors.
+    pub fn new<T: Task>(task: T) -> TaskRef {
+        TaskRef {
+            node: Node::allocate(task),
+        }
+    }
+
+    /// A new node around a closure that gets the task's [`Context`].
+    pub fn from_fn<F>(f: F) -> TaskRef
+    where
+        F: FnOnce(&mut Context<'_>) + Send + 'static,
+    {
+        TaskRef::new(FnTask::new(f))
+    }
+
+    /// Make `successor` wait for `self`: it runs only after `self` completed
+    /// (and all its other predecessors). A duplicate edge counts twice,
+    /// which is harmless. An edge that would close a cycle is refused with
+    /// [`TaskError::Cycle`] and nothing changes.
+    pub fn precede(&mut self, successor: &TaskRef) -> Result<(), TaskError> {
+        let _edges = EDGE_LOCK.lock();
+        // SAFETY: both nodes are unsubmitted (we hold their handles), and
+        // every node reachable from `successor` is waiting on it, so nobody
+        // is running them; their successor lists change only under
+        // EDGE_LOCK, which we hold.
+        unsafe {
+            if reaches(successor.node, self.node) {
+                return Err(TaskError::Cycle);
+            }
+            (*self.node.as_ref().meta.get())
+                .successors
+                .push(successor.node);
+        }
+        header(successor.node)
+            .pending
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// `predecessor.precede(self)`, read the other way round.
+    pub fn succeed(&self, predecessor: &mut TaskRef) -> Result<(), TaskError> {
+        predecessor.precede(self)
+    }
+
+    /// Predecessors of this node that have not completed yet.
+    pub fn pending_predecessors(&self) -> usize {
+        header(self.node).pending.load(Ordering::Acquire) - 1
+    }
+
+    pub(crate) fn from_raw(node: NonNull<Header>) -> TaskRef {
+        TaskRef { node }
+    }
+
+    fn into_raw(self) -> NonNull<Header> {
+        let node = self.node;
+        std::mem::forget(self);
+        node
+    }
+
+    /// Hand the node to the scheduler as part of `group`, with the given
+    /// placement (None keeps the node's own). Returns the node if releasing
+    /// the hold made it ready: the caller must then route or run it.
+    pub(crate) fn submit(
+        self,
+        group: &Group,
+        dispatch: Option<Dispatch>,
+        affinity: Option<usize>,
+    ) -> Option<ReadyNode> {
+        let node = self.into_raw();
+        let header = header(node);
+        // SAFETY: we still hold the handle, so we own `meta`.
+        let meta = unsafe { &mut *header.meta.get() };
+        if let Some(dispatch) = dispatch {
+            meta.dispatch = dispatch;
+        }
+        if let Some(affinity) = affinity {
+            meta.affinity = affinity;
+        }
+        if header.group.load(Ordering::Relaxed).is_null() {
+            let group_ptr = group as *const Group as *mut Group;
+            header.group.store(group_ptr, Ordering::Relaxed);
+            // A successor already in this group finishes after us and so
+            // represents us; otherwise we may be the group's last node.
+            let represented = meta
+                .successors
+                .iter()
+                .any(|s| header_of(s).group.load(Ordering::Relaxed) == group_ptr);
+            if !represented {
+                meta.holds_unit = true;
+                group.add_unit();
+            }
+        }
+        release_hold(node)
+    }
+}
+
+impl Drop for TaskRef {
+    /// Dropping an unsubmitted node cancels it and everything after it.
+    fn drop(&mut self) {
+        let header = header(self.node);
+        header.cancelled.store(true, Ordering::Relaxed);
+        if let Some(ready) = release_hold(self.node) {
+            cancel_chain(ready.node);
+        }
+    }
+}
+
+/// A node whose pending count reached zero, owned by the holder of this
+/// value, which must route it (`into_job`) or cancel it.
+pub(crate) struct ReadyNode {
+    node: NonNull<Header>,
+}
+
+impl ReadyNode {
+    /// May a worker run it right here (rule 1 or 2) rather than route it?
+    /// Only spawn-dispatch nodes with no affinity, or affinity for `worker`.
+    #[inline]
+    pub(crate) fn is_local_to(&self, worker: usize) -> bool {
+        let (dispatch, affinity) = self.placement();
+        dispatch == Dispatch::Spawn && (affinity.is_none() || affinity == Some(worker))
+    }
+
+    pub(crate) fn placement(&self) -> (Dispatch, Option<usize>) {
+        // SAFETY: a ready node is owned by the holder of the ReadyNode.
+        let meta = unsafe { &*header(self.node).meta.get() };
+        let affinity = (meta.affinity != NO_AFFINITY).then_some(meta.affinity);
+        (meta.dispatch, affinity)
+    }
+
+    pub(crate) fn into_job(self) -> JobRef {
+        // SAFETY: the node stays allocated until its execution completes
+        // it, and it is pushed to exactly one queue.
+        unsafe { JobRef::new(self.node.cast(), execute_job) }
+    }
+}
+
+#[inline]
+fn header<'a>(node: NonNull<Header>) -> &'a Header {
+    // SAFETY: every NonNull<Header> in this module points at a live node:
+    // handles and ready nodes own theirs, and successor pointers are kept
+    // alive by the pending count they are part of.
+    unsafe { node.as_ref() }
+}
+
+#[inline]
+fn header_of<'a>(node: NonNull<Header>) -> &'a Header {
+    header(node)
+}
+
+/// Release one unit of `pending`; if it was the last, the node is ready and
+/// the caller owns it.
+#[inline]
+fn release_hold(node: NonNull<Header>) -> Option<ReadyNode> {
+    // AcqRel: release our writes to the node to its next owner, acquire the
+    // writes of every earlier releaser if we are that owner.
+    (header(node).pending.fetch_sub(1, Ordering::AcqRel) == 1).then_some(ReadyNode { node })
+}
+
+/// Does `from` reach `target` through successor edges?
+///
+/// # Safety
+/// Caller holds EDGE_LOCK and all nodes reachable from `from` are waiting.
+unsafe fn reaches(from: NonNull<Header>, target: NonNull<Header>) -> bool {
+    // SAFETY: see the function's contract.
+    if from != target && unsafe { (*header(from).meta.get()).successors.is_empty() } {
+        return false; // the common case when building front to back
+    }
+    let mut seen = HashSet::new();
+    let mut stack = vec![from];
+    while let Some(node) = stack.pop() {
+        if node == target {
+            return true;
+        }
+        if seen.insert(node) {
+            // SAFETY: see the function's contract.
+            let meta = unsafe { &*header(node).meta.get() };
+            stack.extend(meta.successors.iter());
+        }
+    }
+    false
+}
+
+/// Complete cancelled nodes without running them, with no worker at hand:
+/// every node they make ready is cancelled too (a task runs only if all its
+/// predecessors ran), so nothing here needs a queue.
+fn cancel_chain(first: NonNull<Header>) {
+    let mut ready = vec![first];
+    while let Some(node) = ready.pop() {
+        // SAFETY: we own `node` (its pending count reached zero).
+        let meta = unsafe { &mut *header(node).meta.get() };
+        let successors = std::mem::take(&mut meta.successors);
+        for s in successors.iter() {
+            header(s).cancelled.store(true, Ordering::Relaxed);
+            if let Some(r) = release_hold(s) {
+                ready.push(r.node);
+            }
+        }
+        // SAFETY: owned, and no predecessor points at it any more.
+        unsafe { free_and_release_unit(node) };
+    }
+}
+
+/// Free a completed node, then release its group unit: the last touch,
+/// since the group may be freed as soon as the unit is released.
+///
+/// # Safety
+/// The caller owns `node`, whose successors have been completed already.
+unsafe fn free_and_release_unit(node: NonNull<Header>) {
+    let header = header(node);
+    // SAFETY: owned by the caller.
+    let holds_unit = unsafe { (*header.meta.get()).holds_unit };
+    let group = header.group.load(Ordering::Relaxed);
+    // SAFETY: owned by the caller, nothing else points at it.
+    unsafe { (header.vtable.drop_node)(node) };
+    if holds_unit {
+        // SAFETY: a unit holder's group outlives the unit.
+        unsafe { (*group).release_unit() };
+    }
+}
+
+/// The `JobRef` entry point for task nodes.
+unsafe fn execute_job(node: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
+    // SAFETY: forwarded: the node is ready and ours, executed once.
+    unsafe { execute_node(node.cast(), worker) }
+}
+
+/// Run a ready node, complete it, and hand back the next task by rule 1 or
+/// rule 2 (the rest of what it made ready is routed to queues).
+///
+/// # Safety
+/// The caller owns the ready node; it is executed once per readiness.
+unsafe fn execute_node(node: NonNull<Header>, worker: &WorkerThread) -> Option<Next> {
+    let header = header(node);
+    let group_ptr = header.group.load(Ordering::Relaxed);
+    debug_assert!(!group_ptr.is_null(), "an unsubmitted node was run");
+    // SAFETY: a submitted node's group lives until the node's unit-holding
+    // descendant finishes, which is after us.
+    let group = unsafe { &*group_ptr };
+
+    let skip = header.cancelled.load(Ordering::Relaxed) || group.is_cancelled();
+    let mut failed = skip;
+    let mut returned = None;
+    let mut recycle = false;
+    if !skip {
+        let mut cx = Context::new(worker, node, group);
+        // SAFETY: we own the node; the vtable matches its body type.
+        match unwind::halt_unwinding(|| unsafe { (header.vtable.execute)(node, &mut cx) }) {
+            Ok(next) => {
+                returned = next;
+                recycle = cx.recycle_requested();
+            }
+            Err(payload) => {
+                failed = true;
+                worker.registry().task_panicked(group, payload);
+            }
+        }
+    }
+
+    // Rule 1: the returned task, if it is ready and may run here.
+    let mut bypass = None;
+    if let Some(task) = returned
+        && let Some(ready) = task.submit(group, None, None)
+    {
+        if ready.is_local_to(worker.index()) {
+            bypass = Some(ready.into_job());
+        } else {
+            worker.route(ready);
+        }
+    }
+
+    if recycle {
+        // Not completed: the node runs again, as a child of the continuation
+        // it created (if any), which still counts it as pending.
+        // SAFETY: we still own the node.
+        let again = unsafe { JobRef::new(node.cast(), execute_job) };
+        return Some(match bypass {
+            Some(job) => {
+                worker.push(again);
+                Next {
+                    job,
+                    rule: Rule::Returned,
+                }
+            }
+            None => Next {
+                job: again,
+                rule: Rule::Returned,
+            },
+        });
+    }
+
+    // Rule 2: complete the node; the first successor it makes ready that may
+    // run here is next (unless rule 1 already supplied a task).
+    // SAFETY: we own the node until `free_and_release_unit`.
+    let meta = unsafe { &mut *header.meta.get() };
+    let mut successor = None;
+    if !meta.successors.is_empty() {
+        let successors = std::mem::take(&mut meta.successors);
+        for s in successors.iter() {
+            if failed {
+                header_of(s).cancelled.store(true, Ordering::Relaxed);
+            }
+            if let Some(ready) = release_hold(s) {
+                if successor.is_none() && bypass.is_none() && ready.is_local_to(worker.index()) {
+                    successor = Some(ready.into_job());
+                } else {
+                    worker.route(ready);
+                }
+            }
+        }
+    }
+    // SAFETY: we own the node and its successors were completed above.
+    unsafe { free_and_release_unit(node) };
+
+    match (bypass, successor) {
+        (Some(job), _) => Some(Next {
+            job,
+            rule: Rule::Returned,
+        }),
+        (None, Some(job)) => Some(Next {
+            job,
+            rule: Rule::Successor,
+        }),
+        (None, None) => None,
+    }
+}
+
+/// What `Context` may do to the node it runs. These functions are the
+/// context's only way into node internals.
+pub(crate) mod running {
+    use super::*;
+
+    /// Make a continuation of the running node `current`: it takes over
+    /// `current`'s successors and group unit, and `current` becomes its
+    /// only predecessor for now (so it cannot start before `current` ends).
+    pub(crate) fn continuation<T: Task>(
+        current: NonNull<Header>,
+        group: &Group,
+        body: T,
+    ) -> NonNull<Header> {
+        let cont = Node::allocate(body);
+        // SAFETY: `current` is running on this thread, so we own its meta;
+        // `cont` is fresh.
+        unsafe {
+            let current_meta = &mut *header(current).meta.get();
+            let cont_meta = &mut *header(cont).meta.get();
+            cont_meta.successors = std::mem::take(&mut current_meta.successors);
+            cont_meta.holds_unit = std::mem::replace(&mut current_meta.holds_unit, false);
+            current_meta.successors.push(cont);
+        }
+        header(cont)
+            .group
+            .store(group as *const Group as *mut Group, Ordering::Relaxed);
+        cont
+    }
+
+    /// A new node whose only successor is `cont`, in `cont`'s group, holding
+    /// no unit (`cont` finishes after it).
+    pub(crate) fn child_of<T: Task>(cont: NonNull<Header>, body: T) -> TaskRef {
+        let child = Node::allocate(body);
+        header(cont).pending.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: `child` is fresh.
+        unsafe { (*header(child).meta.get()).successors.push(cont) };
+        header(child).group.store(
+            header(cont).group.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        TaskRef::from_raw(child)
+    }
+
+    /// The body of `current`'s first successor, if it is a `T`.
+    ///
+    /// The successor cannot start (or be freed) before `current` completes,
+    /// and `T: Sync` makes shared access from several predecessors sound.
+    pub(crate) fn successor_body<'a, T: Task + Sync>(current: NonNull<Header>) -> Option<&'a T> {
+        // SAFETY: `current` is running on this thread; we own its meta.
+        let first = unsafe { (*header(current).meta.get()).successors.first }?;
+        let succ = header(first);
+        if (succ.vtable.type_id)() != TypeId::of::<T>() {
+            return None;
+        }
+        // SAFETY: the type matches; the body lives until `current` (one of
+        // its predecessors) completes, which outlasts the borrow the caller
+        // ties to its context; nobody holds `&mut` to it before then.
+        Some(unsafe { &*((succ.vtable.body)(first) as *const T) })
+    }
+}

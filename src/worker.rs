@@ -1,0 +1,243 @@
+//! A worker thread and the six-rule loop.
+//!
+//! After finishing a task a worker takes its next one by the first rule
+//! that applies:
+//!
+//! | rule | source                                   | where                           |
+//! |------|------------------------------------------|---------------------------------|
+//! | 1    | the task `execute` returned              | `task::execute_node` -> `run_chain` |
+//! | 2    | the successor this task made ready       | `task::execute_node` -> `run_chain` |
+//! | 3    | the tail of the own deque (LIFO)         | `find_work`                     |
+//! | 4    | the own mailbox                          | `find_work`                     |
+//! | 5    | approximately the front of the shared queue | `find_work`                  |
+//! | 6    | the head of a random other worker's deque | `find_work` -> `steal`         |
+//!
+//! Rules 1 and 2 are decided by the task that just finished, so they come
+//! back from `JobRef::execute` as a `Next`; `run_chain` follows them without
+//! touching any queue. When the chain ends, `find_work` tries rules 3 to 6
+//! in order. A worker that finds nothing enters the sleep protocol
+//! (`sleep/`), and a worker that waits for a latch (`run`, the pool's
+//! terminate latch) keeps doing all of this until the latch is set.
+//!
+//! Invariants: only the owning thread pushes to or pops from the tail of
+//! its deque and pops its mailbox; a `JobRef` taken from any source is
+//! executed exactly once; a `WorkerThread` is reachable from its thread's
+//! TLS exactly while it lives.
+
+use crate::job::JobRef;
+use crate::latch::CoreLatch;
+use crate::registry::Registry;
+use crate::stats::{Rule, WorkerCounters};
+use crate::task::ReadyNode;
+use crossbeam_deque::{Steal, Worker};
+use std::cell::Cell;
+use std::ptr;
+use std::sync::Arc;
+
+thread_local! {
+    static WORKER_THREAD: Cell<*const WorkerThread> = const { Cell::new(ptr::null()) };
+}
+
+/// The state a worker keeps on its own thread.
+pub(crate) struct WorkerThread {
+    deque: Worker<JobRef>,
+    index: usize,
+    rng: Cell<u64>,
+    registry: Arc<Registry>,
+    /// The TLS value to restore when this worker ends (a guest may run on a
+    /// thread that already is a worker of another pool).
+    previous: *const WorkerThread,
+}
+
+impl WorkerThread {
+    /// Make the calling thread worker `index` of `registry` for the lifetime
+    /// of the returned box (which must not move out of its box).
+    pub(crate) fn enter(deque: Worker<JobRef>, index: usize, registry: Arc<Registry>) -> Box<Self> {
+        let previous = WORKER_THREAD.with(Cell::get);
+        let seed =
+            (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (&previous as *const _ as u64);
+        let worker = Box::new(WorkerThread {
+            deque,
+            index,
+            rng: Cell::new(seed | 1),
+            registry,
+            previous,
+        });
+        WORKER_THREAD.with(|cell| cell.set(&*worker));
+        worker
+    }
+
+    /// Give the deque back (for a guest slot) and restore the thread's TLS.
+    pub(crate) fn leave(self: Box<Self>) -> Worker<JobRef> {
+        WORKER_THREAD.with(|cell| cell.set(self.previous));
+        let this = *self;
+        this.deque
+    }
+
+    /// The worker the calling thread is, if any.
+    #[inline]
+    pub(crate) fn current() -> Option<&'static WorkerThread> {
+        let ptr = WORKER_THREAD.with(Cell::get);
+        // SAFETY: the pointer is set only while the boxed WorkerThread lives
+        // and is cleared (restored) before it is dropped; the reference does
+        // not escape the thread because WorkerThread is !Sync.
+        unsafe { ptr.as_ref() }
+    }
+
+    /// The calling thread's worker, if it belongs to `registry`.
+    #[inline]
+    pub(crate) fn current_in(registry: &Registry) -> Option<&'static WorkerThread> {
+        Self::current().filter(|w| ptr::eq(&*w.registry, registry))
+    }
+
+    #[inline]
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    #[inline]
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    #[inline]
+    fn counters(&self) -> &WorkerCounters {
+        self.registry.counters(self.index)
+    }
+
+    /// Push onto the tail of the own deque and tell the sleep protocol.
+    #[inline]
+    pub(crate) fn push(&self, job: JobRef) {
+        let was_empty = self.deque.is_empty();
+        self.deque.push(job);
+        self.registry.sleep.new_internal_jobs(1, was_empty);
+    }
+
+    /// Send a ready node where its placement says, from this worker.
+    #[inline]
+    pub(crate) fn route(&self, ready: ReadyNode) {
+        self.registry.route_ready(ready, Some(self));
+    }
+
+    /// Rules 1 and 2: run `job`, then whatever each task hands straight back.
+    #[inline]
+    pub(crate) fn run_chain(&self, mut job: JobRef, mut rule: Rule) {
+        loop {
+            self.counters().task(rule);
+            // SAFETY: every job reaching here was taken from exactly one
+            // queue or handed back by the task that owned it: run once.
+            match unsafe { job.execute(self) } {
+                Some(next) => {
+                    job = next.job;
+                    rule = next.rule;
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// Rules 3 to 6, in order.
+    #[inline]
+    pub(crate) fn find_work(&self) -> Option<(JobRef, Rule)> {
+        if let Some(job) = self.deque.pop() {
+            return Some((job, Rule::OwnDeque));
+        }
+        if let Some(job) = self.registry.mailbox(self.index).pop() {
+            return Some((job, Rule::Mailbox));
+        }
+        if let Some(job) = self.registry.shared.pop(self.index) {
+            return Some((job, Rule::SharedQueue));
+        }
+        self.steal().map(|job| (job, Rule::Steal))
+    }
+
+    /// Rule 6: try the other workers' deques from a random start. `Retry`
+    /// means a race, not emptiness: go round again until a pass is clean.
+    fn steal(&self) -> Option<JobRef> {
+        let num_slots = self.registry.num_slots();
+        if num_slots <= 1 {
+            return None;
+        }
+        let start = self.next_random(num_slots);
+        loop {
+            let mut retry = false;
+            let mut attempts = 0;
+            for k in 0..num_slots {
+                let victim = (start + k) % num_slots;
+                if victim == self.index {
+                    continue;
+                }
+                attempts += 1;
+                match self.registry.stealer(victim).steal() {
+                    Steal::Success(job) => {
+                        self.counters().steal_attempts(attempts);
+                        self.counters().steal_success();
+                        return Some(job);
+                    }
+                    Steal::Empty => {}
+                    Steal::Retry => retry = true,
+                }
+            }
+            self.counters().steal_attempts(attempts);
+            if !retry {
+                return None;
+            }
+        }
+    }
+
+    /// xorshift64*: a cheap per-worker generator for victim selection.
+    fn next_random(&self, bound: usize) -> usize {
+        let mut x = self.rng.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng.set(x);
+        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as usize % bound
+    }
+
+    /// Work by the six rules until `latch` is set, sleeping on it when there
+    /// is nothing to do.
+    ///
+    /// While work keeps coming, the sleep counters are not touched: only a
+    /// worker whose search came back empty registers as idle. (Registering
+    /// around every task would make all workers hammer the one shared
+    /// counter word.)
+    pub(crate) fn wait_until(&self, latch: &CoreLatch) {
+        while !latch.probe() {
+            if let Some((job, rule)) = self.find_work() {
+                self.run_chain(job, rule);
+                continue;
+            }
+            self.search_or_sleep(latch);
+        }
+    }
+
+    /// The idle path: search in rounds, get sleepy, sleep, until a task
+    /// turns up (run it and return) or the latch is set.
+    #[cold]
+    fn search_or_sleep(&self, latch: &CoreLatch) {
+        let sleep = &self.registry.sleep;
+        let mut idle = sleep.start_looking(self.index);
+        while !latch.probe() {
+            if let Some((job, rule)) = self.find_work() {
+                sleep.work_found();
+                self.run_chain(job, rule);
+                return;
+            }
+            if sleep.no_work_found(&mut idle, latch, || {
+                self.registry.has_injected_work(self.index)
+            }) {
+                self.counters().slept();
+            }
+        }
+        sleep.work_found();
+    }
+
+    /// Run by the six rules until no rule yields a task (no sleeping): the
+    /// drain loop of a temporary worker.
+    pub(crate) fn drain(&self) {
+        while let Some((job, rule)) = self.find_work() {
+            self.run_chain(job, rule);
+        }
+    }
+}
