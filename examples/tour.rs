@@ -1,0 +1,200 @@
+//! A tour of sixfold in a few seconds: a dependency graph of task nodes, a
+//! continuation-passing fork-join, spawn versus enqueue, a task with
+//! affinity, and the table of which of the six rules supplied each task.
+//!
+//! Run: `cargo run --release --example tour`
+
+use sixfold::{Context, Pool, Rule, Task, TaskRef};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn main() {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2);
+    let pool = Pool::builder().num_threads(threads).build().expect("pool");
+    println!("sixfold tour: a pool of {} workers\n", pool.num_threads());
+
+    dependency_graph(&pool);
+    fork_join(&pool);
+    spawn_versus_enqueue(&pool);
+    affinity(&pool);
+
+    println!("\nWhich rule supplied each task, per worker:");
+    print!("{}", pool.stats());
+    let used = Rule::ALL
+        .iter()
+        .filter(|&&rule| pool.stats().by_rule(rule) > 0)
+        .count();
+    println!("({used} of the 6 rules were used)");
+}
+
+/// A diamond and a tail, built from task nodes with explicit edges:
+/// fetch -> {parse, index} -> merge -> report.
+fn dependency_graph(pool: &Pool) {
+    println!("1. A dependency graph of task nodes");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let step = |name: &'static str| {
+        let log = log.clone();
+        TaskRef::from_fn(move |cx| {
+            std::thread::sleep(Duration::from_millis(2));
+            log.lock().unwrap().push((name, cx.worker_index()));
+        })
+    };
+    let (mut fetch, mut parse, mut index, mut merge, report) = (
+        step("fetch"),
+        step("parse"),
+        step("index"),
+        step("merge"),
+        step("report"),
+    );
+    fetch.precede(&parse).unwrap();
+    fetch.precede(&index).unwrap();
+    parse.precede(&merge).unwrap();
+    index.precede(&merge).unwrap();
+    merge.precede(&report).unwrap();
+    // A cycle is refused, not run into a hang.
+    let refused = {
+        let mut a = TaskRef::from_fn(|_| {});
+        let mut b = TaskRef::from_fn(|_| {});
+        a.precede(&b).unwrap();
+        b.precede(&a).unwrap_err()
+    };
+    pool.run([fetch, parse, index, merge, report]);
+    for (name, worker) in log.lock().unwrap().iter() {
+        println!("   {name:<7} ran on worker {worker}");
+    }
+    println!("   closing a cycle is an error: \"{refused}\"\n");
+}
+
+/// fib(n) in continuation-passing style (see examples/fib_continuation.rs).
+struct Fib {
+    n: u64,
+    slot: usize,
+}
+
+struct Sum {
+    parts: [AtomicU64; 2],
+    slot: usize,
+    out: Option<Arc<AtomicU64>>,
+}
+
+impl Sum {
+    fn new(slot: usize, out: Option<Arc<AtomicU64>>) -> Self {
+        Sum {
+            parts: [AtomicU64::new(0), AtomicU64::new(0)],
+            slot,
+            out,
+        }
+    }
+}
+
+fn deliver(cx: &Context<'_>, slot: usize, value: u64) {
+    cx.successor::<Sum>().expect("a Sum successor").parts[slot].store(value, Ordering::Relaxed);
+}
+
+impl Task for Fib {
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+        if self.n < 2 {
+            deliver(cx, self.slot, self.n);
+            return None;
+        }
+        let sum = cx.continuation(Sum::new(self.slot, None));
+        cx.spawn(sum.child(Fib {
+            n: self.n - 2,
+            slot: 1,
+        }));
+        self.n -= 1;
+        self.slot = 0;
+        cx.recycle();
+        None
+    }
+}
+
+impl Task for Sum {
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+        let total = self.parts[0].load(Ordering::Relaxed) + self.parts[1].load(Ordering::Relaxed);
+        match &self.out {
+            Some(out) => out.store(total, Ordering::Relaxed),
+            None => deliver(cx, self.slot, total),
+        }
+        None
+    }
+}
+
+fn fork_join(pool: &Pool) {
+    println!("2. Fork-join by continuation passing (no thread blocks)");
+    let n = 27;
+    let out = Arc::new(AtomicU64::new(0));
+    let mut root = TaskRef::new(Fib { n, slot: 0 });
+    let answer = TaskRef::new(Sum::new(0, Some(out.clone())));
+    root.precede(&answer).unwrap();
+    let before = pool.stats();
+    let start = Instant::now();
+    pool.run([root, answer]);
+    let took = start.elapsed();
+    let stats = pool.stats().since(&before);
+    println!(
+        "   fib({n}) = {} in {:.1} ms: {} tasks, {} by rule 1 (recycled), {} by rule 2 (continuations), {} stolen\n",
+        out.load(Ordering::Relaxed),
+        took.as_secs_f64() * 1e3,
+        stats.total(),
+        stats.by_rule(Rule::Returned),
+        stats.by_rule(Rule::Successor),
+        stats.by_rule(Rule::Steal),
+    );
+}
+
+/// Spawned tasks run newest-first on their worker (locality); enqueued ones
+/// oldest-first from the shared queue (fairness).
+fn spawn_versus_enqueue(pool: &Pool) {
+    println!("3. spawn (own deque, LIFO) versus enqueue (shared queue, FIFO)");
+    let single = Pool::builder().num_threads(1).build().expect("pool");
+    for (label, use_enqueue) in [("spawn  ", false), ("enqueue", true)] {
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let o = order.clone();
+        single.run(TaskRef::from_fn(move |cx| {
+            for i in 1..=5 {
+                let o = o.clone();
+                let task = TaskRef::from_fn(move |_| o.lock().unwrap().push(i));
+                if use_enqueue {
+                    cx.enqueue(task);
+                } else {
+                    cx.spawn(task);
+                }
+            }
+        }));
+        println!("   {label} 1..=5 on one worker runs as {:?}", order.lock().unwrap());
+    }
+    // And on the tour's pool, a burst of each, for the table.
+    let done = Arc::new(AtomicU64::new(0));
+    for _ in 0..1000 {
+        let d = done.clone();
+        pool.enqueue(move || {
+            d.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    pool.wait_idle();
+    println!("   1000 enqueued from outside: {} ran\n", done.load(Ordering::Relaxed));
+}
+
+fn affinity(pool: &Pool) {
+    println!("4. Tasks with affinity go to their worker's mailbox");
+    let target = pool.num_workers() - 1;
+    let hits = Arc::new(AtomicU64::new(0));
+    for _ in 0..100 {
+        let hits = hits.clone();
+        pool.spawn_with_affinity(target, move || {
+            if sixfold::current_worker() == Some(target) {
+                hits.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+        .expect("a valid worker index");
+    }
+    pool.wait_idle();
+    println!(
+        "   100 tasks for worker {target}: {} ran there",
+        hits.load(Ordering::Relaxed)
+    );
+    let err = pool.spawn_with_affinity(99, || {}).unwrap_err();
+    println!("   an out-of-range worker is an error: \"{err}\"");
+}

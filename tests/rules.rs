@@ -1,0 +1,218 @@
+//! Each of the six rules, shown deterministically by execution order and by
+//! `Pool::stats()`. Most tests use a one-worker pool, where the order in
+//! which tasks start is fully determined by the rules.
+
+use sixfold::{Context, Pool, Rule, Stats, Task, TaskRef};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+type Log = Arc<Mutex<Vec<&'static str>>>;
+
+fn logger(log: &Log, name: &'static str) -> TaskRef {
+    let log = log.clone();
+    TaskRef::from_fn(move |_| log.lock().unwrap().push(name))
+}
+
+fn one_worker() -> Pool {
+    Pool::builder().num_threads(1).build().unwrap()
+}
+
+/// Run `f` and return the counters it added.
+fn delta(pool: &Pool, f: impl FnOnce()) -> Stats {
+    let before = pool.stats();
+    f();
+    pool.stats().since(&before)
+}
+
+/// Spawns `spawned`, then returns `returned` from `execute`.
+struct SpawnThenReturn {
+    log: Log,
+}
+
+impl Task for SpawnThenReturn {
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+        cx.spawn(logger(&self.log, "spawned"));
+        Some(logger(&self.log, "returned"))
+    }
+}
+
+#[test]
+fn rule_1_the_returned_task_runs_before_anything_in_the_deque() {
+    let pool = one_worker();
+    let log = Log::default();
+    let stats = delta(&pool, || pool.run(TaskRef::new(SpawnThenReturn { log: log.clone() })));
+    assert_eq!(*log.lock().unwrap(), ["returned", "spawned"]);
+    assert_eq!(stats.by_rule(Rule::Returned), 1);
+    assert_eq!(stats.by_rule(Rule::OwnDeque), 1);
+}
+
+#[test]
+fn chain_of_1000_runs_999_tasks_by_rule_2() {
+    let pool = one_worker();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut nodes: Vec<TaskRef> = (0..1000)
+        .map(|i| {
+            let ran = ran.clone();
+            TaskRef::from_fn(move |_| {
+                // Each node sees exactly its predecessors done.
+                assert_eq!(ran.fetch_add(1, Ordering::SeqCst), i);
+            })
+        })
+        .collect();
+    for i in 1..nodes.len() {
+        let (head, tail) = nodes.split_at_mut(i);
+        head[i - 1].precede(&tail[0]).unwrap();
+    }
+    let stats = delta(&pool, || pool.run(nodes));
+    assert_eq!(ran.load(Ordering::SeqCst), 1000);
+    assert_eq!(stats.by_rule(Rule::Successor), 999);
+    assert_eq!(stats.total(), 1000);
+}
+
+#[test]
+fn rule_2_successor_of_a_join_runs_after_its_last_predecessor_on_that_worker() {
+    let pool = one_worker();
+    let log = Log::default();
+    let (mut a, mut b, c) = (logger(&log, "a"), logger(&log, "b"), logger(&log, "c"));
+    a.precede(&c).unwrap();
+    b.precede(&c).unwrap();
+    let stats = delta(&pool, || pool.run([a, b, c]));
+    assert_eq!(log.lock().unwrap().last(), Some(&"c"));
+    assert_eq!(stats.by_rule(Rule::Successor), 1);
+}
+
+#[test]
+fn rule_3_spawned_tasks_on_one_worker_run_in_lifo_order() {
+    let pool = one_worker();
+    let log = Log::default();
+    let root_log = log.clone();
+    let stats = delta(&pool, || {
+        pool.run(TaskRef::from_fn(move |cx| {
+            for name in ["A", "B", "C"] {
+                cx.spawn(logger(&root_log, name));
+            }
+        }))
+    });
+    assert_eq!(*log.lock().unwrap(), ["C", "B", "A"]);
+    assert_eq!(stats.by_rule(Rule::OwnDeque), 3);
+}
+
+#[test]
+fn rule_4_affinity_tasks_come_from_the_mailbox_of_their_worker() {
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    let on_target = Arc::new(AtomicUsize::new(0));
+    let stats = delta(&pool, || {
+        for _ in 0..20 {
+            let on_target = on_target.clone();
+            pool.spawn_with_affinity(1, move || {
+                if sixfold::current_worker() == Some(1) {
+                    on_target.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+            .unwrap();
+        }
+        pool.wait_idle();
+    });
+    // Only worker 1 pops mailbox 1, and nothing else holds these tasks.
+    assert_eq!(on_target.load(Ordering::SeqCst), 20);
+    assert_eq!(stats.workers[1].by_rule(Rule::Mailbox), 20);
+    assert_eq!(stats.workers[0].by_rule(Rule::Mailbox), 0);
+}
+
+#[test]
+fn rule_4_mailbox_comes_before_the_shared_queue() {
+    let pool = one_worker();
+    let log = Log::default();
+    // Hold the only worker, then queue one task in the shared queue and one
+    // in its mailbox. (Whether or not the worker already took the blocker,
+    // the mailbox is looked at before the shared queue.)
+    let gate = Arc::new(Mutex::new(()));
+    let held = gate.lock().unwrap();
+    let blocker_gate = gate.clone();
+    pool.spawn(move || drop(blocker_gate.lock().unwrap()));
+    std::thread::sleep(Duration::from_millis(20));
+    let l = log.clone();
+    pool.enqueue(move || l.lock().unwrap().push("shared"));
+    let l = log.clone();
+    pool.spawn_with_affinity(0, move || l.lock().unwrap().push("mailbox"))
+        .unwrap();
+    drop(held);
+    pool.wait_idle();
+    assert_eq!(*log.lock().unwrap(), ["mailbox", "shared"]);
+}
+
+#[test]
+fn rule_5_enqueued_tasks_on_one_worker_run_in_fifo_order() {
+    let pool = one_worker();
+    let log = Log::default();
+    let root_log = log.clone();
+    let stats = delta(&pool, || {
+        pool.run(TaskRef::from_fn(move |cx| {
+            for name in ["A", "B", "C"] {
+                cx.enqueue(logger(&root_log, name));
+            }
+        }))
+    });
+    assert_eq!(*log.lock().unwrap(), ["A", "B", "C"]);
+    // The root came from outside through the shared queue too.
+    assert_eq!(stats.by_rule(Rule::SharedQueue), 4);
+}
+
+#[test]
+fn rule_5_outside_enqueues_run_in_fifo_order() {
+    let pool = one_worker();
+    let log = Log::default();
+    let gate = Arc::new(Mutex::new(()));
+    let held = gate.lock().unwrap();
+    let blocker_gate = gate.clone();
+    pool.spawn(move || drop(blocker_gate.lock().unwrap()));
+    std::thread::sleep(Duration::from_millis(20));
+    for name in ["1", "2", "3", "4", "5"] {
+        let l = log.clone();
+        pool.enqueue(move || l.lock().unwrap().push(name));
+    }
+    drop(held);
+    pool.wait_idle();
+    assert_eq!(*log.lock().unwrap(), ["1", "2", "3", "4", "5"]);
+}
+
+#[test]
+fn rule_6_a_worker_that_spawns_many_tasks_loses_some_to_stealing() {
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    let ran_on = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let counts = ran_on.clone();
+    let stats = delta(&pool, || {
+        pool.run(TaskRef::from_fn(move |cx| {
+            for _ in 0..200 {
+                let counts = counts.clone();
+                cx.spawn(TaskRef::from_fn(move |cx| {
+                    counts[cx.worker_index()].fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_micros(200));
+                }));
+            }
+        }))
+    });
+    let total: usize = ran_on.iter().map(|c| c.load(Ordering::SeqCst)).sum();
+    assert_eq!(total, 200);
+    assert!(stats.by_rule(Rule::Steal) > 0, "no steals: {stats}");
+    assert_eq!(
+        stats.workers.iter().map(|w| w.steals).sum::<u64>(),
+        stats.by_rule(Rule::Steal)
+    );
+    assert!(stats.workers.iter().map(|w| w.steal_attempts).sum::<u64>() >= stats.by_rule(Rule::Steal));
+}
+
+#[test]
+fn stats_count_every_task_exactly_once() {
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    let stats = delta(&pool, || {
+        pool.run(TaskRef::from_fn(|cx| {
+            for _ in 0..500 {
+                cx.spawn(TaskRef::from_fn(|_| {}));
+                cx.enqueue(TaskRef::from_fn(|_| {}));
+            }
+        }))
+    });
+    assert_eq!(stats.total(), 1001);
+}
