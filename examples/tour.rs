@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn main() {
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2);
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .max(2);
     let pool = Pool::builder().num_threads(threads).build().expect("pool");
     println!("sixfold tour: a pool of {} workers\n", pool.num_threads());
 
@@ -163,7 +165,10 @@ fn spawn_versus_enqueue(pool: &Pool) {
                 }
             }
         }));
-        println!("   {label} 1..=5 on one worker runs as {:?}", order.lock().unwrap());
+        println!(
+            "   {label} 1..=5 on one worker runs as {:?}",
+            order.lock().unwrap()
+        );
     }
     // And on the tour's pool, a burst of each, for the table.
     let done = Arc::new(AtomicU64::new(0));
@@ -174,7 +179,10 @@ fn spawn_versus_enqueue(pool: &Pool) {
         });
     }
     pool.wait_idle();
-    println!("   1000 enqueued from outside: {} ran\n", done.load(Ordering::Relaxed));
+    println!(
+        "   1000 enqueued from outside: {} ran\n",
+        done.load(Ordering::Relaxed)
+    );
 }
 
 fn affinity(pool: &Pool) {

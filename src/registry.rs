@@ -356,6 +356,9 @@ unsafe fn set_and_wake_owner(registry: *const (), index: usize, latch: &CoreLatc
 /// A worker thread's life: start handler, the six rules until terminated,
 /// exit handler.
 fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
+    // Task panics are caught per task; a panic out here is a scheduler bug,
+    // and a silently dead worker would hang its pool. Fail loudly instead.
+    let abort_guard = unwind::AbortIfPanic;
     let worker = WorkerThread::enter(deque, index, registry.clone());
     if let Some(handler) = &registry.start_handler
         && let Err(payload) = unwind::halt_unwinding(|| handler(index))
@@ -375,6 +378,7 @@ fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
         );
     }
     drop(worker.leave());
+    std::mem::forget(abort_guard);
 }
 
 /// The temporary worker of a zero-thread pool: drain, then exit, unless new

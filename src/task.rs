@@ -504,16 +504,16 @@ unsafe fn execute_job(node: NonNull<()>, worker: &WorkerThread) -> Option<Next> 
 unsafe fn execute_node(node: NonNull<Header>, worker: &WorkerThread) -> Option<Next> {
     let header = header(node);
     let group_ptr = header.group.load(Ordering::Relaxed);
-    debug_assert!(!group_ptr.is_null(), "an unsubmitted node was run");
     // SAFETY: a submitted node's group lives until the node's unit-holding
-    // descendant finishes, which is after us.
-    let group = unsafe { &*group_ptr };
+    // descendant finishes, which is after us. A node never submitted (its
+    // handle was dropped) has no group and is cancelled.
+    let group = unsafe { group_ptr.as_ref() };
 
-    let skip = header.cancelled.load(Ordering::Relaxed) || group.is_cancelled();
+    let skip = header.cancelled.load(Ordering::Relaxed) || group.is_none_or(Group::is_cancelled);
     let mut failed = skip;
     let mut returned = None;
     let mut recycle = false;
-    if !skip {
+    if let (false, Some(group)) = (skip, group) {
         let mut cx = Context::new(worker, node, group);
         // SAFETY: we own the node; the vtable matches its body type.
         match unwind::halt_unwinding(|| unsafe { (header.vtable.execute)(node, &mut cx) }) {
@@ -530,7 +530,7 @@ unsafe fn execute_node(node: NonNull<Header>, worker: &WorkerThread) -> Option<N
 
     // Rule 1: the returned task, if it is ready and may run here.
     let mut bypass = None;
-    if let Some(task) = returned
+    if let (Some(task), Some(group)) = (returned, group)
         && let Some(ready) = task.submit(group, None, None)
     {
         if ready.is_local_to(worker.index()) {
@@ -572,7 +572,13 @@ unsafe fn execute_node(node: NonNull<Header>, worker: &WorkerThread) -> Option<N
                 header_of(s).cancelled.store(true, Ordering::Relaxed);
             }
             if let Some(ready) = release_hold(s) {
-                if successor.is_none() && bypass.is_none() && ready.is_local_to(worker.index()) {
+                if header_of(s).cancelled.load(Ordering::Relaxed) {
+                    // Never runs: complete it (and what it cancels) here.
+                    cancel_chain(s);
+                } else if successor.is_none()
+                    && bypass.is_none()
+                    && ready.is_local_to(worker.index())
+                {
                     successor = Some(ready.into_job());
                 } else {
                     worker.route(ready);

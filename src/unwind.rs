@@ -33,3 +33,14 @@ pub(crate) fn payload_message(payload: &(dyn Any + Send)) -> &str {
         "Box<dyn Any>"
     }
 }
+
+/// Aborts the process if dropped: armed around scheduler code that must not
+/// unwind, and defused with `mem::forget` on the normal path.
+pub(crate) struct AbortIfPanic;
+
+impl Drop for AbortIfPanic {
+    fn drop(&mut self) {
+        eprintln!("sixfold: a worker thread panicked outside any task (a scheduler bug); aborting");
+        std::process::abort();
+    }
+}

@@ -41,7 +41,9 @@ impl Task for SpawnThenReturn {
 fn rule_1_the_returned_task_runs_before_anything_in_the_deque() {
     let pool = one_worker();
     let log = Log::default();
-    let stats = delta(&pool, || pool.run(TaskRef::new(SpawnThenReturn { log: log.clone() })));
+    let stats = delta(&pool, || {
+        pool.run(TaskRef::new(SpawnThenReturn { log: log.clone() }))
+    });
     assert_eq!(*log.lock().unwrap(), ["returned", "spawned"]);
     assert_eq!(stats.by_rule(Rule::Returned), 1);
     assert_eq!(stats.by_rule(Rule::OwnDeque), 1);
@@ -200,7 +202,9 @@ fn rule_6_a_worker_that_spawns_many_tasks_loses_some_to_stealing() {
         stats.workers.iter().map(|w| w.steals).sum::<u64>(),
         stats.by_rule(Rule::Steal)
     );
-    assert!(stats.workers.iter().map(|w| w.steal_attempts).sum::<u64>() >= stats.by_rule(Rule::Steal));
+    assert!(
+        stats.workers.iter().map(|w| w.steal_attempts).sum::<u64>() >= stats.by_rule(Rule::Steal)
+    );
 }
 
 #[test]

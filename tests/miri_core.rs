@@ -1,0 +1,241 @@
+//! Small tests that walk every `unsafe` path of the core, sized to run
+//! under Miri in CI (`cargo +nightly miri test --test miri_core`): task node
+//! allocation, hand-over and freeing; cancellation by dropping a handle;
+//! continuations, recycling and `Context::successor`; stack jobs
+//! (`install`); the guest slot of a zero-thread pool; a latch set from
+//! another pool's worker; the deques under stealing. They run as ordinary
+//! tests too.
+
+use sixfold::{Context, Pool, Task, TaskRef};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+struct Fib {
+    n: u64,
+    slot: usize,
+}
+
+struct Sum {
+    parts: [AtomicU64; 2],
+    slot: usize,
+    out: Option<Arc<AtomicU64>>,
+}
+
+impl Sum {
+    fn new(slot: usize, out: Option<Arc<AtomicU64>>) -> Self {
+        Sum {
+            parts: [AtomicU64::new(0), AtomicU64::new(0)],
+            slot,
+            out,
+        }
+    }
+}
+
+fn deliver(cx: &Context<'_>, slot: usize, value: u64) {
+    cx.successor::<Sum>().expect("Sum successor").parts[slot].store(value, Ordering::Relaxed);
+}
+
+impl Task for Fib {
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+        if self.n < 2 {
+            deliver(cx, self.slot, self.n);
+            return None;
+        }
+        let sum = cx.continuation(Sum::new(self.slot, None));
+        let right = sum.child(Fib {
+            n: self.n - 2,
+            slot: 1,
+        });
+        if self.n % 2 == 0 {
+            // Recycle: run again as the left child.
+            cx.spawn(right);
+            self.n -= 1;
+            self.slot = 0;
+            cx.recycle();
+            None
+        } else {
+            // Return the left child (rule 1) and spawn the right.
+            cx.spawn(right);
+            Some(sum.child(Fib {
+                n: self.n - 1,
+                slot: 0,
+            }))
+        }
+    }
+}
+
+impl Task for Sum {
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+        let total = self.parts[0].load(Ordering::Relaxed) + self.parts[1].load(Ordering::Relaxed);
+        match &self.out {
+            Some(out) => out.store(total, Ordering::Relaxed),
+            None => deliver(cx, self.slot, total),
+        }
+        None
+    }
+}
+
+fn fib_cps(pool: &Pool, n: u64) -> u64 {
+    let out = Arc::new(AtomicU64::new(0));
+    let mut root = TaskRef::new(Fib { n, slot: 0 });
+    let answer = TaskRef::new(Sum::new(0, Some(out.clone())));
+    root.precede(&answer).unwrap();
+    pool.run([root, answer]);
+    out.load(Ordering::Relaxed)
+}
+
+#[test]
+fn continuation_passing_fib_with_recycling_and_bypass() {
+    for threads in [1, 2] {
+        let pool = Pool::builder().num_threads(threads).build().unwrap();
+        assert_eq!(fib_cps(&pool, 10), 55);
+    }
+}
+
+#[test]
+fn dropping_an_unsubmitted_node_cancels_it_and_its_successors() {
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let count = |ran: &Arc<AtomicUsize>| {
+        let ran = ran.clone();
+        TaskRef::from_fn(move |_| {
+            ran.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    let (mut a, mut b, c) = (count(&ran), count(&ran), count(&ran));
+    a.precede(&b).unwrap();
+    b.precede(&c).unwrap();
+    drop(b); // cancels b and therefore c
+    pool.run([a, c]);
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+
+    // Dropped with nothing before it: freed at once.
+    drop(count(&ran));
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn cycle_is_refused_and_nodes_are_freed() {
+    let mut a = TaskRef::from_fn(|_| {});
+    let mut b = TaskRef::from_fn(|_| {});
+    a.precede(&b).unwrap();
+    assert!(b.precede(&a).is_err());
+    assert_eq!(b.pending_predecessors(), 1);
+}
+
+#[test]
+fn install_runs_a_stack_job_and_returns_its_result() {
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    let local = [1u64, 2, 3];
+    let sum = pool.install(|| local.iter().sum::<u64>());
+    assert_eq!(sum, 6);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.install(|| panic!("boom"));
+    }));
+    assert!(caught.is_err());
+}
+
+#[test]
+fn zero_thread_pool_runs_everything_on_the_guest_slot() {
+    let pool = Pool::builder().num_threads(0).build().unwrap();
+    assert_eq!(fib_cps(&pool, 8), 21);
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..10 {
+        let ran = ran.clone();
+        pool.enqueue(move || {
+            ran.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    pool.wait_idle();
+    assert_eq!(ran.load(Ordering::SeqCst), 10);
+}
+
+#[test]
+fn run_from_a_worker_of_another_pool_wakes_the_right_owner() {
+    let outer = Pool::builder().num_threads(2).build().unwrap();
+    let inner = Arc::new(Pool::builder().num_threads(2).build().unwrap());
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let (inner2, results2) = (inner.clone(), results.clone());
+    outer.run(TaskRef::from_fn(move |cx| {
+        for i in 0..4u64 {
+            let inner = inner2.clone();
+            let results = results2.clone();
+            cx.spawn(TaskRef::from_fn(move |_| {
+                let value = fib_cps(&inner, 5 + i);
+                results.lock().unwrap().push(value);
+            }));
+        }
+    }));
+    let mut got = results.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(got, [5, 8, 13, 21]);
+}
+
+#[test]
+fn nested_run_inside_a_worker_keeps_working_until_done() {
+    let pool = Arc::new(Pool::builder().num_threads(2).build().unwrap());
+    let total = Arc::new(AtomicUsize::new(0));
+    let (p, t) = (pool.clone(), total.clone());
+    pool.run(TaskRef::from_fn(move |_| {
+        for _ in 0..3 {
+            let t = t.clone();
+            p.run(TaskRef::from_fn(move |cx| {
+                for _ in 0..5 {
+                    let t = t.clone();
+                    cx.spawn(TaskRef::from_fn(move |_| {
+                        t.fetch_add(1, Ordering::SeqCst);
+                    }));
+                }
+            }));
+        }
+    }));
+    assert_eq!(total.load(Ordering::SeqCst), 15);
+}
+
+#[test]
+fn panics_in_run_are_resumed_and_the_pool_survives() {
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.run(TaskRef::from_fn(|cx| {
+            cx.spawn(TaskRef::from_fn(|_| panic!("child failed")));
+        }));
+    }));
+    let payload = caught.unwrap_err();
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"child failed"));
+    assert_eq!(fib_cps(&pool, 6), 8);
+}
+
+#[test]
+fn stealing_moves_tasks_between_deques_without_loss() {
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    pool.run(TaskRef::from_fn(move |cx| {
+        for _ in 0..40 {
+            let r = r.clone();
+            cx.spawn(TaskRef::from_fn(move |_| {
+                r.fetch_add(1, Ordering::SeqCst);
+            }));
+        }
+    }));
+    assert_eq!(ran.load(Ordering::SeqCst), 40);
+}
+
+#[test]
+fn affinity_and_enqueue_paths_deliver_every_task() {
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    for i in 0..10 {
+        let r = ran.clone();
+        pool.spawn_with_affinity(i % 2, move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+        let r = ran.clone();
+        pool.enqueue(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    drop(pool); // runs everything first
+    assert_eq!(ran.load(Ordering::SeqCst), 20);
+}
