@@ -70,11 +70,19 @@ impl Group {
     }
 
     /// A unit holder finished. Must be the caller's last touch of the group.
+    ///
+    /// # Safety
+    /// `this` is live and the caller holds a unit. A raw pointer, because a
+    /// structured group's waiter frees it as soon as the last unit is gone.
     #[inline]
-    pub(crate) fn release_unit(&self) {
-        match &self.completion {
-            Completion::Structured(latch) => latch.release(),
-            Completion::Static(idle) => idle.release(),
+    pub(crate) unsafe fn release_unit(this: *const Group) {
+        // SAFETY: live until the last unit is released, which is ours at
+        // the earliest, and the latch takes over from there.
+        unsafe {
+            match &(*this).completion {
+                Completion::Structured(latch) => CountLatch::release(latch),
+                Completion::Static(idle) => idle.release(),
+            }
         }
     }
 

@@ -17,6 +17,7 @@ use crate::worker::WorkerThread;
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// A reference to a job, as stored in the scheduler's queues.
 #[derive(Clone, Copy, Debug)]
@@ -75,7 +76,9 @@ pub(crate) enum JobResult<R> {
 /// (`Pool::install`). The owner injects `as_job_ref()`, waits on `latch`,
 /// then takes the result.
 pub(crate) struct StackJob<F, R> {
-    latch: LockLatch,
+    /// Shared with the executing worker, which keeps its reference alive
+    /// across `set`: the owner frees the job as soon as it wakes.
+    latch: Arc<LockLatch>,
     func: UnsafeCell<Option<F>>,
     result: UnsafeCell<JobResult<R>>,
 }
@@ -87,7 +90,7 @@ where
 {
     pub(crate) fn new(func: F) -> Self {
         StackJob {
-            latch: LockLatch::new(),
+            latch: Arc::new(LockLatch::new()),
             func: UnsafeCell::new(Some(func)),
             result: UnsafeCell::new(JobResult::None),
         }
@@ -112,7 +115,8 @@ where
                 Ok(value) => JobResult::Ok(value),
                 Err(payload) => JobResult::Panic(payload),
             };
-            this.latch.set();
+            let latch = Arc::clone(&this.latch);
+            latch.set();
         }
         None
     }

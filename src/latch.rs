@@ -18,6 +18,7 @@
 //! registry, its index) before the final store.
 
 use crate::sync::{AtomicUsize, Condvar, Mutex, Ordering};
+use std::sync::Arc;
 
 const UNSET: usize = 0;
 const SLEEPY: usize = 1;
@@ -69,8 +70,14 @@ impl CoreLatch {
     /// Set the latch. Returns true if the owner was SLEEPING, so the caller
     /// must wake it. AcqRel: the waiter's `probe` acquires everything the
     /// setter wrote before (results, panics).
-    pub(crate) fn set(&self) -> bool {
-        self.state.swap(SET, Ordering::AcqRel) == SLEEPING
+    ///
+    /// # Safety
+    /// `this` points at a live latch. It takes a raw pointer, not `&self`,
+    /// because the waiter may free the latch as soon as it is set, while a
+    /// `&self` argument would still be required to stay valid.
+    pub(crate) unsafe fn set(this: *const Self) -> bool {
+        // SAFETY: live per the contract; nothing touches it after the swap.
+        unsafe { (*this).state.swap(SET, Ordering::AcqRel) == SLEEPING }
     }
 
     /// Is the latch set? Acquire pairs with the Release half of `set`.
@@ -126,8 +133,13 @@ pub(crate) struct CountLatch {
 /// The waiter, stored by value but with its wake function kept behind a
 /// pointer the setter copies before setting.
 pub(crate) enum CountWaiterRef {
-    Worker { core: CoreLatch, owner: WakeOwner },
-    Thread(LockLatch),
+    Worker {
+        core: CoreLatch,
+        owner: WakeOwner,
+    },
+    /// Shared with the setter, which keeps its own reference alive across
+    /// `set` (the waiter frees the `CountLatch` as soon as it wakes).
+    Thread(Arc<LockLatch>),
 }
 
 /// What a setter needs to set a worker's core latch and wake that worker:
@@ -142,7 +154,7 @@ pub(crate) struct WakeOwner {
     /// Sets the core latch and, if its owner was asleep, wakes that owner.
     /// It must keep the registry alive across the wake, since the woken
     /// owner may return and drop the pool at once.
-    pub(crate) set_and_wake: unsafe fn(*const (), usize, &CoreLatch),
+    pub(crate) set_and_wake: unsafe fn(*const (), usize, *const CoreLatch),
 }
 
 // SAFETY: `registry` points at a registry kept alive by the waiting worker;
@@ -165,7 +177,7 @@ impl CountLatch {
     pub(crate) fn for_thread() -> Self {
         CountLatch {
             count: AtomicUsize::new(1),
-            waiter: CountWaiterRef::Thread(LockLatch::new()),
+            waiter: CountWaiterRef::Thread(Arc::new(LockLatch::new())),
         }
     }
 
@@ -177,18 +189,27 @@ impl CountLatch {
         self.count.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// One piece finished. The last one sets the latch; after that the latch
-    /// may already be freed, so nothing here touches `self` afterwards.
+    /// One piece finished. The last one sets the latch.
+    ///
+    /// # Safety
+    /// `this` points at a live latch whose count includes the caller's unit.
+    /// A raw pointer, because the waiter may free the latch the moment it is
+    /// set; nothing here touches it after that.
     #[inline]
-    pub(crate) fn release(&self) {
-        if self.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.set_now();
+    pub(crate) unsafe fn release(this: *const Self) {
+        // SAFETY: live until the count reaches zero and the latch is set.
+        unsafe {
+            if (*this).count.fetch_sub(1, Ordering::AcqRel) == 1 {
+                Self::set_now(this);
+            }
         }
     }
 
     #[cold]
-    fn set_now(&self) {
-        match &self.waiter {
+    unsafe fn set_now(this: *const Self) {
+        // SAFETY: the waiter is still blocked (the latch is not set yet), so
+        // `this` is live until the set below.
+        match unsafe { &(*this).waiter } {
             CountWaiterRef::Worker { core, owner } => {
                 let owner = *owner;
                 // SAFETY: `owner.registry` is the registry of the waiting
@@ -196,7 +217,10 @@ impl CountLatch {
                 // holds it); `set_and_wake` keeps it alive past the set.
                 unsafe { (owner.set_and_wake)(owner.registry, owner.index, core) }
             }
-            CountWaiterRef::Thread(lock) => lock.set(),
+            CountWaiterRef::Thread(lock) => {
+                let lock = Arc::clone(lock);
+                lock.set();
+            }
         }
     }
 

@@ -48,6 +48,7 @@ mod group;
 mod job;
 mod latch;
 mod mailbox;
+mod node_alloc;
 mod pool;
 mod registry;
 mod shared_queue;

@@ -297,7 +297,8 @@ impl Pool {
                     registry.route_ready(ready, None);
                 }
             }
-            group.latch().release();
+            // SAFETY: the group lives on this frame until after the wait.
+            unsafe { CountLatch::release(group.latch()) };
             group.latch().wait_blocking();
             group
         };
@@ -355,7 +356,8 @@ fn run_on_worker(worker: &WorkerThread, tasks: Vec<TaskRef>) -> Group {
             worker.route(ready);
         }
     }
-    group.latch().release();
+    // SAFETY: the group lives on this frame until after the wait.
+    unsafe { CountLatch::release(group.latch()) };
     worker.wait_until(group.latch().as_core().expect("a worker's latch"));
     group
 }

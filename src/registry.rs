@@ -30,7 +30,7 @@ use crate::stats::{Stats, WorkerCounters};
 use crate::sync::{AtomicBool, AtomicU64, Ordering, fence};
 use crate::task::{Dispatch, ReadyNode};
 use crate::unwind;
-use crate::worker::WorkerThread;
+use crate::worker::{WorkerGuard, WorkerThread};
 use crossbeam_deque::{Stealer, Worker};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
@@ -262,7 +262,8 @@ impl Registry {
     /// Ask every worker to exit once its work is done.
     pub(crate) fn terminate(&self) {
         for (index, info) in self.thread_infos.iter().enumerate() {
-            if info.terminate.set() {
+            // SAFETY: the registry owns the latch; it outlives this call.
+            if unsafe { CoreLatch::set(&info.terminate) } {
                 self.sleep.notify_worker_latch_is_set(index);
             }
         }
@@ -277,7 +278,7 @@ impl Registry {
         let worker = WorkerThread::enter(deque, 0, self.clone());
         // Put the deque back even if `f` panics.
         struct Restore<'a> {
-            worker: Option<Box<WorkerThread>>,
+            worker: Option<WorkerGuard>,
             slot: &'a mut Option<Worker<JobRef>>,
         }
         impl Drop for Restore<'_> {
@@ -330,7 +331,7 @@ impl Registry {
 ///
 /// # Safety
 /// `registry` points at a live registry (the waiting worker holds it).
-unsafe fn set_and_wake_owner(registry: *const (), index: usize, latch: &CoreLatch) {
+unsafe fn set_and_wake_owner(registry: *const (), index: usize, latch: *const CoreLatch) {
     let registry = registry.cast::<Registry>();
     // The woken owner may return at once and drop the last handle to its
     // pool. If we are not a worker of that pool (the pool's drop joins its
@@ -346,7 +347,8 @@ unsafe fn set_and_wake_owner(registry: *const (), index: usize, latch: &CoreLatc
             Some(Arc::from_raw(registry))
         }
     };
-    if latch.set() {
+    // SAFETY: the latch is live until set; not touched afterwards.
+    if unsafe { CoreLatch::set(latch) } {
         // SAFETY: still alive: our own worker thread or `keep_alive`.
         unsafe { (*registry).sleep.notify_worker_latch_is_set(index) };
     }

@@ -30,10 +30,12 @@ use crate::context::Context;
 use crate::error::TaskError;
 use crate::group::Group;
 use crate::job::{JobRef, Next};
+use crate::node_alloc;
 use crate::stats::Rule;
 use crate::sync::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use crate::unwind;
 use crate::worker::WorkerThread;
+use std::alloc::Layout;
 use std::any::TypeId;
 use std::cell::UnsafeCell;
 use std::collections::HashSet;
@@ -170,7 +172,7 @@ impl<T: Task> Node<T> {
     };
 
     fn allocate(body: T) -> NonNull<Header> {
-        let node = Box::new(Node {
+        let node = Node {
             header: Header {
                 pending: AtomicUsize::new(1),
                 cancelled: AtomicBool::new(false),
@@ -184,9 +186,12 @@ impl<T: Task> Node<T> {
                 vtable: &Self::VTABLE,
             },
             body: UnsafeCell::new(body),
-        });
+        };
+        let memory = node_alloc::allocate(Layout::new::<Node<T>>()).cast::<Node<T>>();
+        // SAFETY: fresh memory with the layout of `Node<T>`.
+        unsafe { memory.as_ptr().write(node) };
         // `header` is the first field of a repr(C) struct: same address.
-        NonNull::from(Box::leak(node)).cast()
+        memory.cast()
     }
 
     unsafe fn execute(node: NonNull<Header>, cx: &mut Context<'_>) -> Option<TaskRef> {
@@ -198,9 +203,14 @@ impl<T: Task> Node<T> {
     }
 
     unsafe fn drop_node(node: NonNull<Header>) {
+        let node = node.cast::<Node<T>>();
         // SAFETY: the caller owns the node and nothing points at it any more
-        // (it completed or was cancelled with no predecessor left).
-        drop(unsafe { Box::from_raw(node.cast::<Node<T>>().as_ptr()) });
+        // (it completed or was cancelled with no predecessor left); it was
+        // made by `allocate`, with this layout.
+        unsafe {
+            std::ptr::drop_in_place(node.as_ptr());
+            node_alloc::release(node.cast(), Layout::new::<Node<T>>());
+        }
     }
 
     unsafe fn body(node: NonNull<Header>) -> *const () {
@@ -362,6 +372,14 @@ impl TaskRef {
                 group.add_unit();
             }
         }
+        // Fast path: only our hold is left, and no predecessor can be added
+        // (that needs this handle), so no other thread can touch `pending`:
+        // a plain load and store replace the read-modify-write. Acquire
+        // pairs with the release of the last predecessor's decrement.
+        if header.pending.load(Ordering::Acquire) == 1 {
+            header.pending.store(0, Ordering::Relaxed);
+            return Some(ReadyNode { node });
+        }
         release_hold(node)
     }
 }
@@ -486,7 +504,7 @@ unsafe fn free_and_release_unit(node: NonNull<Header>) {
     unsafe { (header.vtable.drop_node)(node) };
     if holds_unit {
         // SAFETY: a unit holder's group outlives the unit.
-        unsafe { (*group).release_unit() };
+        unsafe { Group::release_unit(group) };
     }
 }
 

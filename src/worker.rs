@@ -31,11 +31,37 @@ use crate::stats::{Rule, WorkerCounters};
 use crate::task::ReadyNode;
 use crossbeam_deque::{Steal, Worker};
 use std::cell::Cell;
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
 thread_local! {
     static WORKER_THREAD: Cell<*const WorkerThread> = const { Cell::new(ptr::null()) };
+}
+
+/// Owns the calling thread's `WorkerThread` while it is a worker; `leave`
+/// ends that.
+pub(crate) struct WorkerGuard {
+    ptr: NonNull<WorkerThread>,
+}
+
+impl std::ops::Deref for WorkerGuard {
+    type Target = WorkerThread;
+    fn deref(&self) -> &WorkerThread {
+        // SAFETY: the allocation lives until `leave`, which consumes the
+        // guard; only shared references are ever made from it.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl WorkerGuard {
+    /// Restore the thread's TLS and give the deque back (for a guest slot).
+    pub(crate) fn leave(self) -> Worker<JobRef> {
+        WORKER_THREAD.with(|cell| cell.set(self.previous));
+        // SAFETY: from Box::into_raw in `enter`; the TLS no longer points at
+        // it and this guard, its last user, is consumed.
+        let worker = unsafe { Box::from_raw(self.ptr.as_ptr()) };
+        worker.deque
+    }
 }
 
 /// The state a worker keeps on its own thread.
@@ -50,28 +76,30 @@ pub(crate) struct WorkerThread {
 }
 
 impl WorkerThread {
-    /// Make the calling thread worker `index` of `registry` for the lifetime
-    /// of the returned box (which must not move out of its box).
-    pub(crate) fn enter(deque: Worker<JobRef>, index: usize, registry: Arc<Registry>) -> Box<Self> {
+    /// Make the calling thread worker `index` of `registry` until the
+    /// returned guard's `leave`.
+    pub(crate) fn enter(
+        deque: Worker<JobRef>,
+        index: usize,
+        registry: Arc<Registry>,
+    ) -> WorkerGuard {
         let previous = WORKER_THREAD.with(Cell::get);
         let seed =
             (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (&previous as *const _ as u64);
-        let worker = Box::new(WorkerThread {
+        // A raw pointer from the start: the TLS copy and the guard are equal,
+        // shared aliases (a live Box would claim uniqueness).
+        let ptr = Box::into_raw(Box::new(WorkerThread {
             deque,
             index,
             rng: Cell::new(seed | 1),
             registry,
             previous,
-        });
-        WORKER_THREAD.with(|cell| cell.set(&*worker));
-        worker
-    }
-
-    /// Give the deque back (for a guest slot) and restore the thread's TLS.
-    pub(crate) fn leave(self: Box<Self>) -> Worker<JobRef> {
-        WORKER_THREAD.with(|cell| cell.set(self.previous));
-        let this = *self;
-        this.deque
+        }));
+        WORKER_THREAD.with(|cell| cell.set(ptr));
+        WorkerGuard {
+            // SAFETY: from Box::into_raw, never null.
+            ptr: unsafe { NonNull::new_unchecked(ptr) },
+        }
     }
 
     /// The worker the calling thread is, if any.
