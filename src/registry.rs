@@ -203,10 +203,17 @@ impl Registry {
     }
 
     /// Push to the shared queue and make sure someone will see it.
+    ///
+    /// From outside the pool this is an injection: fence F1 and the full
+    /// wake logic (and, on a zero-thread pool, a drainer). From one of its
+    /// workers no fence is needed: if every sleeper missed the task, the
+    /// pushing worker is awake and reaches the shared queue itself (rule 5).
     pub(crate) fn inject(self: &Arc<Self>, job: JobRef, here: Option<usize>) {
         let was_empty = self.shared.push(job, here);
-        self.sleep.new_injected_jobs(1, was_empty);
-        if here.is_none() {
+        if here.is_some() {
+            self.sleep.new_internal_jobs(1, was_empty);
+        } else {
+            self.sleep.new_injected_jobs(1, was_empty);
             self.start_drainer_if_needed();
         }
     }
