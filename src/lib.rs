@@ -64,3 +64,71 @@ pub use error::{AffinityError, BuildError, TaskError};
 pub use pool::{Builder, Pool, current_worker};
 pub use stats::{Rule, Stats, WorkerStats};
 pub use task::{Task, TaskRef};
+
+/// The sleep protocol and the core latch, opened up for the loom models in
+/// `tests/loom_*.rs`. Only compiled under `--cfg loom`; not part of the API.
+#[cfg(loom)]
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod loom_api {
+    use crate::latch::CoreLatch;
+    use crate::sleep::{IdleState, Sleep};
+
+    pub struct LoomSleep(Sleep);
+    pub struct LoomIdle(IdleState);
+    pub struct LoomLatch(CoreLatch);
+
+    impl LoomSleep {
+        pub fn new(workers: usize) -> Self {
+            LoomSleep(Sleep::new(workers))
+        }
+        pub fn start_looking(&self, worker: usize) -> LoomIdle {
+            LoomIdle(self.0.start_looking(worker))
+        }
+        pub fn work_found(&self) {
+            self.0.work_found()
+        }
+        /// True if the worker blocked.
+        pub fn no_work_found(
+            &self,
+            idle: &mut LoomIdle,
+            latch: &LoomLatch,
+            has_injected_work: impl FnOnce() -> bool,
+        ) -> bool {
+            self.0
+                .no_work_found(&mut idle.0, &latch.0, has_injected_work)
+        }
+        pub fn new_injected_jobs(&self, jobs: usize, queue_was_empty: bool) -> usize {
+            self.0.new_injected_jobs(jobs, queue_was_empty)
+        }
+        pub fn new_internal_jobs(&self, jobs: usize, queue_was_empty: bool) -> usize {
+            self.0.new_internal_jobs(jobs, queue_was_empty)
+        }
+        pub fn notify_worker_latch_is_set(&self, worker: usize) {
+            self.0.notify_worker_latch_is_set(worker)
+        }
+        pub fn sleeping_threads(&self) -> usize {
+            self.0.sleeping_threads()
+        }
+    }
+
+    impl LoomLatch {
+        pub fn new() -> Self {
+            LoomLatch(CoreLatch::new())
+        }
+        pub fn probe(&self) -> bool {
+            self.0.probe()
+        }
+        /// True if the owner was asleep and must be woken.
+        pub fn set(&self) -> bool {
+            // SAFETY: `self` outlives the call (the model owns it in an Arc).
+            unsafe { CoreLatch::set(&self.0) }
+        }
+    }
+
+    impl Default for LoomLatch {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+}

@@ -344,6 +344,13 @@ impl Pool {
     pub fn stats(&self) -> Stats {
         self.registry.stats()
     }
+
+    /// How many workers are blocked in the sleep protocol right now. A racy
+    /// snapshot, for observing the pool (tests, dashboards), not for
+    /// synchronizing with it.
+    pub fn sleeping_workers(&self) -> usize {
+        self.registry.sleep.sleeping_threads()
+    }
 }
 
 /// `run` from a worker of the pool: submit, then work until the group is
@@ -367,9 +374,24 @@ impl Drop for Pool {
     /// the worker threads.
     fn drop(&mut self) {
         if WorkerThread::current_in(&self.registry).is_some() {
-            // Dropped by one of its own tasks: we cannot wait for ourselves.
-            // The workers finish their queues and exit on their own.
-            self.registry.terminate();
+            // Dropped by one of its own tasks: we cannot wait for ourselves
+            // here. A helper thread waits until every queued `'static` task
+            // ran (the workers keep going meanwhile), then stops the
+            // workers, which exit on their own (nobody joins them).
+            let registry = self.registry.clone();
+            let stopper = std::thread::Builder::new()
+                .name("sixfold-stopper".into())
+                .spawn(move || {
+                    registry.static_group.idle_counter().wait_zero(None);
+                    registry.terminate();
+                });
+            if let Err(e) = stopper {
+                // Without a thread to wait on, leaving the workers running
+                // is the choice that loses no task.
+                eprintln!(
+                    "sixfold: could not start a thread to stop the pool ({e}); its workers keep running"
+                );
+            }
             return;
         }
         self.wait_idle_from_outside();

@@ -188,9 +188,15 @@ impl Registry {
         let here_index = here.map(WorkerThread::index);
         let job = ready.into_job();
         match affinity {
-            Some(target) if target < self.num_slots() && Some(target) != here_index => {
+            // Always the mailbox, even when the target is the calling worker:
+            // its own deque could be stolen from, and affinity means "run
+            // there". (Rules 1 and 2 still run such a task in place when
+            // the target is the worker at hand: `ReadyNode::is_local_to`.)
+            Some(target) if target < self.num_slots() => {
                 self.mailbox(target).push(job);
-                self.sleep.new_mailbox_job(target);
+                if Some(target) != here_index {
+                    self.sleep.new_mailbox_job(target);
+                }
                 if here.is_none() {
                     self.start_drainer_if_needed();
                 }
@@ -295,11 +301,20 @@ impl Registry {
                 }
             }
         }
-        let restore = Restore {
-            worker: Some(worker),
-            slot: &mut slot,
+        let result = {
+            let restore = Restore {
+                worker: Some(worker),
+                slot: &mut slot,
+            };
+            f(restore.worker.as_deref().expect("guest worker present"))
         };
-        f(restore.worker.as_deref().expect("guest worker present"))
+        drop(slot);
+        // Work the caller left behind (spawned or enqueued while it was the
+        // guest) must not wait for the next caller: hand it to a drainer.
+        if self.guest_has_work() {
+            self.start_drainer_if_needed();
+        }
+        result
     }
 
     /// On a zero-thread pool, make sure a drainer thread will take what was

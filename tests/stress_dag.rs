@@ -12,8 +12,10 @@
 //! Besides large sparse and small dense DAGs, it covers: a long chain and
 //! wide fans, submission in reversed and shuffled order (so nodes join their
 //! group while their successors already belong to it), a DAG split between
-//! `Pool::spawn_task` (static) and `Pool::run`, and DAGs built and spawned
-//! from inside running tasks with `Context::spawn`.
+//! `Pool::spawn_task` (static) and `Pool::run`, DAGs built and handed over
+//! from inside running tasks (with `Context::spawn`, and with a mix of
+//! `spawn`, `enqueue` and `spawn_with_affinity`), and a pool without
+//! threads, whose caller and drainer thread run everything.
 //!
 //! Under Miri the sizes shrink to a few dozen nodes on 2 workers.
 
@@ -400,58 +402,119 @@ fn static_and_run_nodes_in_one_dag() {
     }
 }
 
+/// How the nodes built inside a task are handed to the scheduler.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Placement {
+    /// All with `Context::spawn`.
+    Spawn,
+    /// A random mix of `spawn`, `enqueue` and `spawn_with_affinity`.
+    Mixed,
+}
+
+/// Roots that each build a random DAG while running and hand its nodes
+/// (in a shuffled order) to the scheduler from inside the task; `run` must
+/// wait for all of them, in dependency order.
+fn dags_from_inside(pool: &Pool, seed: u64, placement: Placement) {
+    const ROOTS: usize = 8;
+    let threads = pool.num_threads();
+    let mut rng = Rng::new(seed);
+    let dags: Arc<Vec<Dag>> = Arc::new(
+        (0..ROOTS)
+            .map(|r| {
+                let shape = Shape {
+                    nodes: size(2_000 + 500 * r),
+                    max_preds: 5,
+                    window: if r % 2 == 0 { 0 } else { 50 },
+                };
+                Dag::random(&mut rng, shape)
+            })
+            .collect(),
+    );
+    let bases: Vec<usize> = dags
+        .iter()
+        .scan(0, |next, dag| {
+            let base = *next;
+            *next += dag.len();
+            Some(base)
+        })
+        .collect();
+    let total = bases[ROOTS - 1] + dags[ROOTS - 1].len();
+    let rec = Record::new(total);
+    let roots: Vec<TaskRef> = (0..ROOTS)
+        .map(|r| {
+            let (dags, rec, base) = (dags.clone(), rec.clone(), bases[r]);
+            let mut rng = Rng::new(seed * 100 + r as u64);
+            TaskRef::from_fn(move |cx| {
+                let mut nodes = build(&dags[r], &rec, base);
+                rng.shuffle(&mut nodes);
+                for node in nodes {
+                    match (placement, rng.below(3)) {
+                        (Placement::Spawn, _) | (Placement::Mixed, 0) => cx.spawn(node),
+                        (Placement::Mixed, 1) => cx.enqueue(node),
+                        (Placement::Mixed, _) => {
+                            let target = rng.below(cx.num_workers());
+                            cx.spawn_with_affinity(target, node)
+                                .expect("target in range");
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    pool.run(roots);
+    for (r, dag) in dags.iter().enumerate() {
+        rec.check(
+            dag,
+            bases[r],
+            &format!("seed {seed}, root {r}, {placement:?}, {threads} threads"),
+        );
+    }
+}
+
 #[test]
 fn dags_spawned_from_inside_tasks() {
-    const ROOTS: usize = 8;
     for (k, &threads) in THREADS.iter().enumerate() {
         let pool = pool(threads);
-        let seed = seed_base() + 5000 + k as u64;
-        let mut rng = Rng::new(seed);
-        let dags: Arc<Vec<Dag>> = Arc::new(
-            (0..ROOTS)
-                .map(|r| {
-                    let shape = Shape {
-                        nodes: size(2_000 + 500 * r),
-                        max_preds: 5,
-                        window: if r % 2 == 0 { 0 } else { 50 },
-                    };
-                    Dag::random(&mut rng, shape)
-                })
-                .collect(),
-        );
-        let bases: Vec<usize> = dags
-            .iter()
-            .scan(0, |next, dag| {
-                let base = *next;
-                *next += dag.len();
-                Some(base)
-            })
-            .collect();
-        let total = bases[ROOTS - 1] + dags[ROOTS - 1].len();
-        let rec = Record::new(total);
-        // Each root builds its DAG while running and spawns every node
-        // (in a shuffled order) onto its worker's deque with `cx.spawn`.
-        let roots: Vec<TaskRef> = (0..ROOTS)
-            .map(|r| {
-                let (dags, rec, base) = (dags.clone(), rec.clone(), bases[r]);
-                let shuffle_seed = seed * 100 + r as u64;
-                TaskRef::from_fn(move |cx| {
-                    let mut nodes = build(&dags[r], &rec, base);
-                    Rng::new(shuffle_seed).shuffle(&mut nodes);
-                    for node in nodes {
-                        cx.spawn(node);
-                    }
-                })
-            })
-            .collect();
-        // `run` must also wait for everything its tasks spawned.
-        pool.run(roots);
-        for (r, dag) in dags.iter().enumerate() {
-            rec.check(
-                dag,
-                bases[r],
-                &format!("seed {seed}, root {r}, {threads} workers"),
-            );
+        dags_from_inside(&pool, seed_base() + 5000 + k as u64, Placement::Spawn);
+    }
+}
+
+#[test]
+fn dags_placed_from_inside_tasks_by_spawn_enqueue_and_affinity() {
+    for (k, &threads) in THREADS.iter().enumerate() {
+        let pool = pool(threads);
+        dags_from_inside(&pool, seed_base() + 6000 + k as u64, Placement::Mixed);
+    }
+}
+
+#[test]
+fn dags_on_a_pool_without_threads() {
+    // The caller is the guest worker for `run`; `'static` nodes submitted
+    // from outside go to a drainer thread, or to the caller's `wait_idle`.
+    let pool = pool(0);
+    let seed = seed_base() + 7000;
+    let mut rng = Rng::new(seed);
+    let shape = Shape {
+        nodes: size(50_000),
+        max_preds: 3,
+        window: 300,
+    };
+    let dag = Dag::random(&mut rng, shape);
+    run_dag(&pool, &dag, &format!("seed {seed}, guest"));
+
+    let dag = Dag::random(&mut rng, shape);
+    let rec = Record::new(dag.len());
+    let mut to_run = Vec::new();
+    for node in build(&dag, &rec, 0) {
+        if rng.below(3) == 0 {
+            pool.spawn_task(node);
+        } else {
+            to_run.push(node);
         }
     }
+    pool.run(to_run);
+    pool.wait_idle();
+    rec.check(&dag, 0, &format!("seed {seed}, guest, mixed"));
+
+    dags_from_inside(&pool, seed + 1, Placement::Mixed);
 }

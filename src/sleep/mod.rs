@@ -59,14 +59,28 @@
 pub(crate) mod counters;
 
 use crate::latch::CoreLatch;
-use crate::sync::{Condvar, Mutex, Ordering, fence, thread};
+#[cfg(not(loom))]
+use crate::sync::thread;
+use crate::sync::{Condvar, Mutex, Ordering, fence};
 use counters::{AtomicCounters, JobsEventCounter};
 use crossbeam_utils::CachePadded;
 
-/// Search rounds (with a yield between them) before getting sleepy.
-const ROUNDS_UNTIL_SLEEPY: u32 = 32;
+/// Search rounds (with a yield between them) before getting sleepy. One
+/// under loom, so the models stay small (the protocol does not depend on
+/// the number).
+const ROUNDS_UNTIL_SLEEPY: u32 = if cfg!(loom) { 1 } else { 32 };
 /// One more round after getting sleepy, then sleep.
 const ROUNDS_UNTIL_SLEEPING: u32 = ROUNDS_UNTIL_SLEEPY + 1;
+
+/// Give the CPU away between search rounds. Under loom it does nothing: a
+/// loom yield parks the thread until every other thread is blocked, which
+/// would hide exactly the interleavings the models are for (a search racing
+/// a post); the rounds are a performance measure, not part of the protocol.
+#[inline]
+fn pause_between_rounds() {
+    #[cfg(not(loom))]
+    thread::yield_now();
+}
 
 /// One worker's sleep lock and condvar, each on its own cache line.
 struct WorkerSleepState {
@@ -148,13 +162,13 @@ impl Sleep {
         has_injected_work: impl FnOnce() -> bool,
     ) -> bool {
         if idle_state.rounds < ROUNDS_UNTIL_SLEEPY {
-            thread::yield_now();
+            pause_between_rounds();
             idle_state.rounds += 1;
             false
         } else if idle_state.rounds == ROUNDS_UNTIL_SLEEPY {
             idle_state.jobs_counter = self.announce_sleepy();
             idle_state.rounds += 1;
-            thread::yield_now();
+            pause_between_rounds();
             false
         } else {
             debug_assert_eq!(idle_state.rounds, ROUNDS_UNTIL_SLEEPING);
@@ -230,7 +244,8 @@ impl Sleep {
     /// `num_jobs` tasks were pushed to the shared queue (from anywhere) or
     /// to a worker's deque from outside: make sure someone will see them.
     #[inline]
-    pub(crate) fn new_injected_jobs(&self, num_jobs: usize, queue_was_empty: bool) {
+    /// Returns how many sleepers it woke.
+    pub(crate) fn new_injected_jobs(&self, num_jobs: usize, queue_was_empty: bool) -> usize {
         // F1 of the proof sketch: the push happens before we read the
         // sleeping count.
         fence(Ordering::SeqCst);
@@ -239,7 +254,8 @@ impl Sleep {
 
     /// `num_jobs` tasks were pushed to the pushing worker's own deque.
     #[inline]
-    pub(crate) fn new_internal_jobs(&self, num_jobs: usize, queue_was_empty: bool) {
+    /// Returns how many sleepers it woke.
+    pub(crate) fn new_internal_jobs(&self, num_jobs: usize, queue_was_empty: bool) -> usize {
         self.new_jobs(num_jobs, queue_was_empty)
     }
 
@@ -254,36 +270,41 @@ impl Sleep {
     }
 
     #[inline]
-    fn new_jobs(&self, num_jobs: usize, queue_was_empty: bool) {
+    fn new_jobs(&self, num_jobs: usize, queue_was_empty: bool) -> usize {
         let counters = self
             .counters
             .increment_jobs_event_counter_if(JobsEventCounter::is_sleepy);
         let num_sleepers = counters.sleeping_threads();
         if num_sleepers == 0 {
-            return;
+            return 0;
         }
         let num_awake_but_idle = counters.awake_but_idle_threads();
         if !queue_was_empty {
             // A backlog: the idle searchers are not keeping up.
-            self.wake_any_threads(num_jobs.min(num_sleepers));
+            self.wake_any_threads(num_jobs.min(num_sleepers))
         } else if num_awake_but_idle < num_jobs {
             // The searchers will take some; wake sleepers for the rest.
-            self.wake_any_threads((num_jobs - num_awake_but_idle).min(num_sleepers));
+            self.wake_any_threads((num_jobs - num_awake_but_idle).min(num_sleepers))
+        } else {
+            0
         }
     }
 
-    fn wake_any_threads(&self, mut num_to_wake: usize) {
+    /// Wake up to `num_to_wake` sleepers; returns how many it woke.
+    fn wake_any_threads(&self, num_to_wake: usize) -> usize {
+        let mut woken = 0;
         if num_to_wake == 0 {
-            return;
+            return 0;
         }
         for index in 0..self.worker_sleep_states.len() {
             if self.wake_specific_thread(index) {
-                num_to_wake -= 1;
-                if num_to_wake == 0 {
-                    return;
+                woken += 1;
+                if woken == num_to_wake {
+                    break;
                 }
             }
         }
+        woken
     }
 
     /// Wake worker `index` if it is blocked. True if it was.
@@ -307,7 +328,7 @@ impl Sleep {
         self.wake_specific_thread(index);
     }
 
-    #[cfg(loom)]
+    /// Workers blocked right now (a racy snapshot, for observation).
     pub(crate) fn sleeping_threads(&self) -> usize {
         self.counters.load().sleeping_threads()
     }

@@ -1,0 +1,109 @@
+//! Stress tests that hang on a lost wake-up: every worker asleep, then one
+//! task from outside; and latches set while their owners fall asleep. Each
+//! wait has a deadline, so a lost wake-up fails the test instead of hanging
+//! CI.
+
+use sixfold::{Pool, TaskRef};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+fn rounds(n: usize) -> usize {
+    if cfg!(miri) { n.min(3) } else { n }
+}
+
+/// Spin (yielding) until `done`, failing after the deadline.
+fn wait_for(what: &str, round: usize, done: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "round {round}: {what} did not happen within {DEADLINE:?}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn every_worker_asleep_then_one_external_enqueue_10000_rounds() {
+    for threads in [1, 2, 4] {
+        let pool = Pool::builder().num_threads(threads).build().unwrap();
+        let ran = Arc::new(AtomicU64::new(0));
+        for round in 0..rounds(10_000) {
+            wait_for("every worker falling asleep", round, || {
+                pool.sleeping_workers() == threads
+            });
+            let flag = Arc::new(AtomicBool::new(false));
+            let (f, r) = (flag.clone(), ran.clone());
+            pool.enqueue(move || {
+                r.fetch_add(1, Ordering::Relaxed);
+                f.store(true, Ordering::Release);
+            });
+            wait_for("the enqueued task running", round, || {
+                flag.load(Ordering::Acquire)
+            });
+        }
+        assert_eq!(ran.load(Ordering::Relaxed), rounds(10_000) as u64);
+        assert!(
+            pool.stats().workers.iter().map(|w| w.sleeps).sum::<u64>() >= rounds(10_000) as u64,
+            "workers did not sleep between rounds"
+        );
+    }
+}
+
+/// Spin for a pseudo-random few microseconds, so that the latch is set at
+/// every stage of its owner's way to sleep.
+fn busy_for(seed: u64) {
+    let spins = (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) * 16;
+    for _ in 0..spins {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn latches_set_while_their_owners_go_to_sleep_100000_times() {
+    for threads in [1usize, 2, 4] {
+        let pool = Arc::new(Pool::builder().num_threads(threads).build().unwrap());
+        let done = Arc::new(AtomicU64::new(0));
+        let rounds = rounds(100_000) as u64;
+        let (p, d) = (pool.clone(), done.clone());
+        let finished = Arc::new(AtomicBool::new(false));
+        let fin = finished.clone();
+        // The outer run's worker is the owner of each inner run's latch; the
+        // inner task goes to another worker's mailbox, which sets the latch
+        // while the owner searches, gets sleepy or sleeps.
+        let driver = std::thread::spawn(move || {
+            p.install(|| {
+                for i in 0..rounds {
+                    let me = sixfold::current_worker().unwrap();
+                    let other = (me + 1 + i as usize % threads.max(2)) % threads;
+                    let d = d.clone();
+                    p.run(TaskRef::from_fn(move |cx| {
+                        cx.spawn_with_affinity(
+                            other,
+                            TaskRef::from_fn(move |_| {
+                                busy_for(i);
+                                d.fetch_add(1, Ordering::Relaxed);
+                            }),
+                        )
+                        .unwrap();
+                    }));
+                }
+            });
+            fin.store(true, Ordering::Release);
+        });
+        wait_for_deadline(&finished, Duration::from_secs(120));
+        driver.join().unwrap();
+        assert_eq!(done.load(Ordering::Relaxed), rounds);
+    }
+}
+
+fn wait_for_deadline(flag: &AtomicBool, deadline: Duration) {
+    let start = Instant::now();
+    while !flag.load(Ordering::Acquire) {
+        assert!(start.elapsed() < deadline, "a latch owner was never woken");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
