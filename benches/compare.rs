@@ -14,6 +14,13 @@
 //!
 //! `cargo bench --bench compare -- NAME` runs only the workloads whose name
 //! contains NAME.
+//!
+//! Two workloads measure idleness instead and print their own columns:
+//! `idle_cpu <sixfold cpu fraction> <rayon cpu fraction> <sixfold p50 us>
+//! <rayon p50 us> <sixfold p99 us> <rayon p99 us> <ratio of cpu fractions>`
+//! (one tiny task every millisecond for two seconds, submit-to-start
+//! latency) and `wake_latency <sixfold us> <rayon us> <ratio>` (the first
+//! task after 100 ms of sleep, median of nine).
 
 use sixfold::{Context, Pool, Task, TaskRef};
 use std::hint::black_box;
@@ -315,6 +322,113 @@ fn bench_enqueue_flat(ours: &Pool, theirs: &rayon::ThreadPool) {
     );
 }
 
+// ---------------------------------------------------------------- idle
+
+/// User + system CPU time of this process so far.
+fn process_cpu_time() -> Duration {
+    // SAFETY: getrusage fills the zeroed plain C struct we pass.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0);
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Submit-to-start latencies of tasks submitted from this thread at a fixed
+/// interval, and the process CPU fraction meanwhile.
+struct Sporadic {
+    cpu_fraction: f64,
+    latencies_us: Vec<f64>,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// One tiny task every `interval` for `total`, through `submit`.
+fn sporadic(
+    interval: Duration,
+    total: Duration,
+    submit: &dyn Fn(Box<dyn FnOnce() + Send>),
+) -> Sporadic {
+    let count = (total.as_nanos() / interval.as_nanos()) as usize;
+    let started: Arc<Vec<AtomicU64>> = Arc::new((0..count).map(|_| AtomicU64::new(0)).collect());
+    let origin = Instant::now();
+    let mut submitted = Vec::with_capacity(count);
+    let cpu_before = process_cpu_time();
+    for i in 0..count {
+        std::thread::sleep(interval);
+        let started = started.clone();
+        submitted.push(origin.elapsed());
+        submit(Box::new(move || {
+            started[i].store(origin.elapsed().as_nanos() as u64, Ordering::Release);
+        }));
+    }
+    // Let the last task run before the clocks stop.
+    while started[count - 1].load(Ordering::Acquire) == 0 {
+        std::thread::yield_now();
+    }
+    let wall = origin.elapsed();
+    let cpu = process_cpu_time() - cpu_before;
+    let mut latencies_us: Vec<f64> = (0..count)
+        .map(|i| {
+            let start = started[i].load(Ordering::Acquire) as f64;
+            (start - submitted[i].as_nanos() as f64).max(0.0) / 1e3
+        })
+        .collect();
+    latencies_us.sort_by(f64::total_cmp);
+    Sporadic {
+        cpu_fraction: cpu.as_secs_f64() / wall.as_secs_f64(),
+        latencies_us,
+    }
+}
+
+/// `idle_cpu`: fresh 2-thread pools, one tiny task every millisecond for two
+/// seconds from this thread.
+fn bench_idle_cpu(_: &Pool, _: &rayon::ThreadPool) {
+    let interval = Duration::from_millis(1);
+    let total = Duration::from_secs(2);
+    let ours = {
+        let pool = Pool::builder().num_threads(THREADS).build().unwrap();
+        sporadic(interval, total, &|f| pool.spawn(f))
+    };
+    let theirs = {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(THREADS)
+            .build()
+            .unwrap();
+        sporadic(interval, total, &|f| pool.spawn(f))
+    };
+    println!(
+        "idle_cpu {:.4} {:.4} {:.1} {:.1} {:.1} {:.1} {:.3}",
+        ours.cpu_fraction,
+        theirs.cpu_fraction,
+        percentile(&ours.latencies_us, 0.5),
+        percentile(&theirs.latencies_us, 0.5),
+        percentile(&ours.latencies_us, 0.99),
+        percentile(&theirs.latencies_us, 0.99),
+        ours.cpu_fraction / theirs.cpu_fraction
+    );
+}
+
+/// `wake_latency`: the first task after the pool slept for 100 ms; median
+/// of several, in microseconds.
+fn bench_wake_latency(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let gap = Duration::from_millis(100);
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    for _ in 0..9 {
+        a.extend(sporadic(gap, gap, &|f| ours.spawn(f)).latencies_us);
+        b.extend(sporadic(gap, gap, &|f| theirs.spawn(f)).latencies_us);
+    }
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    let (a, b) = (percentile(&a, 0.5), percentile(&b, 0.5));
+    println!("wake_latency {a:.1} {b:.1} {:.3}", a / b);
+}
+
 type Bench = fn(&Pool, &rayon::ThreadPool);
 
 fn main() {
@@ -330,11 +444,13 @@ fn main() {
         .num_threads(THREADS)
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 4] = [
+    let benches: [(&str, Bench); 6] = [
         ("fib_cps/30", bench_fib_cps),
         ("chain/1000000", bench_chain),
         ("spawn_flat/1000000", bench_spawn_flat),
         ("enqueue_flat/1000000", bench_enqueue_flat),
+        ("idle_cpu", bench_idle_cpu),
+        ("wake_latency", bench_wake_latency),
     ];
     println!("# name sixfold_ms rayon_ms ratio(sixfold/rayon)  [{THREADS} threads, medians]");
     for (name, bench) in benches {

@@ -86,7 +86,7 @@ pub mod loom_api {
             LoomIdle(self.0.start_looking(worker))
         }
         pub fn work_found(&self) {
-            self.0.work_found()
+            self.0.work_found(|| false)
         }
         /// True if the worker blocked.
         pub fn no_work_found(

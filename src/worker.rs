@@ -248,7 +248,7 @@ impl WorkerThread {
         let mut idle = sleep.start_looking(self.index);
         while !latch.probe() {
             if let Some((job, rule)) = self.find_work() {
-                sleep.work_found();
+                sleep.work_found(|| !self.registry.shared.is_empty());
                 self.run_chain(job, rule);
                 return;
             }
@@ -258,7 +258,7 @@ impl WorkerThread {
                 self.counters().slept();
             }
         }
-        sleep.work_found();
+        sleep.work_found(|| false);
     }
 
     /// Run by the six rules until no rule yields a task (no sleeping): the

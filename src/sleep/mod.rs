@@ -68,7 +68,7 @@ use crossbeam_utils::CachePadded;
 /// Search rounds (with a yield between them) before getting sleepy. One
 /// under loom, so the models stay small (the protocol does not depend on
 /// the number).
-const ROUNDS_UNTIL_SLEEPY: u32 = if cfg!(loom) { 1 } else { 32 };
+const ROUNDS_UNTIL_SLEEPY: u32 = if cfg!(loom) { 1 } else { 16 };
 /// One more round after getting sleepy, then sleep.
 const ROUNDS_UNTIL_SLEEPING: u32 = ROUNDS_UNTIL_SLEEPY + 1;
 
@@ -144,12 +144,21 @@ impl Sleep {
         }
     }
 
-    /// A searching worker found work: it is active again, and may hand the
-    /// search over to sleepers.
+    /// A searching worker found work: it is active again. If it was the
+    /// last searcher and more injected work is visible (`more_work`), it
+    /// hands the search over to one sleeper.
+    ///
+    /// rayon-core wakes up to two sleepers here unconditionally; with
+    /// sporadic work that wakes the whole pool for every task, each waking
+    /// worker then searching its rounds before sleeping again, which doubled
+    /// the idle-pool CPU. The wake is a throughput measure only: every post
+    /// already wakes the sleepers its tasks need (`new_jobs`).
     #[inline]
-    pub(crate) fn work_found(&self) {
-        let to_wake = self.counters.sub_inactive_thread();
-        self.wake_any_threads(to_wake);
+    pub(crate) fn work_found(&self, more_work: impl FnOnce() -> bool) {
+        let sleepers = self.counters.sub_inactive_thread();
+        if sleepers > 0 && more_work() {
+            self.wake_any_threads(1);
+        }
     }
 
     /// A search found nothing: yield, get sleepy, or sleep, by round.
