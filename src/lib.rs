@@ -43,6 +43,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod context;
+mod deque;
 mod error;
 mod group;
 mod job;
@@ -71,8 +72,55 @@ pub use task::{Task, TaskRef};
 #[doc(hidden)]
 #[allow(missing_docs)]
 pub mod loom_api {
+    use crate::deque::{Steal, Stealer, Worker};
     use crate::latch::CoreLatch;
     use crate::sleep::{IdleState, Sleep};
+
+    /// A worker's deque as the scheduler sees it under loom (the facade's
+    /// stand-in), for models that push, pop and steal.
+    pub struct LoomDeque(Worker<u32>);
+    /// A thief's end of a `LoomDeque`.
+    pub struct LoomStealer(Stealer<u32>);
+
+    impl LoomDeque {
+        pub fn new() -> Self {
+            LoomDeque(Worker::new_lifo())
+        }
+        pub fn push(&self, job: u32) {
+            self.0.push(job)
+        }
+        pub fn pop(&self) -> Option<u32> {
+            self.0.pop()
+        }
+        pub fn is_empty(&self) -> bool {
+            self.0.is_empty()
+        }
+        pub fn stealer(&self) -> LoomStealer {
+            LoomStealer(self.0.stealer())
+        }
+    }
+
+    impl Default for LoomDeque {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    impl LoomStealer {
+        /// Steal from the front; `Retry` is turned into another attempt.
+        pub fn steal(&self) -> Option<u32> {
+            loop {
+                match self.0.steal() {
+                    Steal::Success(job) => return Some(job),
+                    Steal::Empty => return None,
+                    Steal::Retry => {}
+                }
+            }
+        }
+        pub fn is_empty(&self) -> bool {
+            self.0.is_empty()
+        }
+    }
 
     pub struct LoomSleep(Sleep);
     pub struct LoomIdle(IdleState);

@@ -19,6 +19,7 @@
 //! (its worker thread, or the guest holding `guest`); every injection is
 //! followed by the sleep protocol's `new_injected_jobs` (fence F1).
 
+use crate::deque::{Stealer, Worker};
 use crate::error::BuildError;
 use crate::group::Group;
 use crate::job::JobRef;
@@ -31,7 +32,6 @@ use crate::sync::{AtomicBool, AtomicU64, Ordering, fence};
 use crate::task::{Dispatch, ReadyNode};
 use crate::unwind;
 use crate::worker::{WorkerGuard, WorkerThread};
-use crossbeam_deque::{Stealer, Worker};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::any::Any;

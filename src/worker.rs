@@ -24,12 +24,12 @@
 //! executed exactly once; a `WorkerThread` is reachable from its thread's
 //! TLS exactly while it lives.
 
+use crate::deque::{Steal, Worker};
 use crate::job::JobRef;
 use crate::latch::CoreLatch;
 use crate::registry::Registry;
 use crate::stats::{Rule, WorkerCounters};
 use crate::task::ReadyNode;
-use crossbeam_deque::{Steal, Worker};
 use std::cell::Cell;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;

@@ -1,50 +1,45 @@
 //! loom models of posting work against workers falling asleep.
 //!
-//! Workers run the real idle loop of `sleep/` over a stand-in job queue (a
-//! loom `Mutex<VecDeque>`, since crossbeam's deques are invisible to loom,
-//! as tokio does with its own queue). Posting follows the pool's protocol:
-//! push, then `new_injected_jobs`. A lost job shows up as a loom deadlock
+//! Workers run the real idle loop of `sleep/` and take jobs through the
+//! scheduler's deque facade (`src/deque.rs`), which under loom is a
+//! loom-visible stand-in for crossbeam's deque (as tokio does with its own
+//! queue). The poster owns the deque and pushes; the workers steal.
+//! Posting follows the pool's protocol: push, then `new_injected_jobs`. A lost job shows up as a loom deadlock
 //! (a worker blocked with the job still queued) or as a failed assertion.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test --release --target-dir target/loom --test loom_sleep`
 #![cfg(loom)]
 
+use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
-use loom::sync::{Arc, Mutex};
 use loom::thread;
-use sixfold::loom_api::{LoomLatch, LoomSleep};
-use std::collections::VecDeque;
+use sixfold::loom_api::{LoomDeque, LoomLatch, LoomSleep, LoomStealer};
 
 /// A worker's loop: run jobs from `queue` until `terminate` is set.
 fn worker(
     sleep: &LoomSleep,
-    queue: &Mutex<VecDeque<u32>>,
+    queue: &LoomStealer,
     terminate: &LoomLatch,
     ran: &AtomicUsize,
     index: usize,
 ) {
     let mut idle = sleep.start_looking(index);
     while !terminate.probe() {
-        let job = queue.lock().unwrap().pop_front();
-        if job.is_some() {
+        if queue.steal().is_some() {
             sleep.work_found();
             ran.fetch_add(1, Ordering::SeqCst);
             idle = sleep.start_looking(index);
         } else {
-            sleep.no_work_found(&mut idle, terminate, || !queue.lock().unwrap().is_empty());
+            sleep.no_work_found(&mut idle, terminate, || !queue.is_empty());
         }
     }
     sleep.work_found();
 }
 
 /// Post one job the way `Registry::inject` does. Returns sleepers woken.
-fn inject(sleep: &LoomSleep, queue: &Mutex<VecDeque<u32>>) -> usize {
-    let was_empty = {
-        let mut q = queue.lock().unwrap();
-        let was_empty = q.is_empty();
-        q.push_back(1);
-        was_empty
-    };
+fn inject(sleep: &LoomSleep, queue: &LoomDeque) -> usize {
+    let was_empty = queue.is_empty();
+    queue.push(1);
     sleep.new_injected_jobs(1, was_empty)
 }
 
@@ -67,12 +62,16 @@ fn shut_down(sleep: &LoomSleep, latches: &[Arc<LoomLatch>]) {
 fn external_injection_racing_the_last_sleeper_is_not_lost() {
     loom::model(|| {
         let sleep = Arc::new(LoomSleep::new(1));
-        let queue = Arc::new(Mutex::new(VecDeque::new()));
+        let queue = LoomDeque::new();
         let ran = Arc::new(AtomicUsize::new(0));
         let terminate = Arc::new(LoomLatch::new());
         let handle = {
-            let (sleep, queue, ran, terminate) =
-                (sleep.clone(), queue.clone(), ran.clone(), terminate.clone());
+            let (sleep, queue, ran, terminate) = (
+                sleep.clone(),
+                queue.stealer(),
+                ran.clone(),
+                terminate.clone(),
+            );
             thread::spawn(move || worker(&sleep, &queue, &terminate, &ran, 0))
         };
         inject(&sleep, &queue);
@@ -91,14 +90,14 @@ fn two_sleepers_and_one_new_job_wake_at_most_one_and_the_job_runs() {
     builder.preemption_bound = Some(2);
     builder.check(|| {
         let sleep = Arc::new(LoomSleep::new(2));
-        let queue = Arc::new(Mutex::new(VecDeque::new()));
+        let queue = LoomDeque::new();
         let ran = Arc::new(AtomicUsize::new(0));
         let latches = [Arc::new(LoomLatch::new()), Arc::new(LoomLatch::new())];
         let handles: Vec<_> = (0..2)
             .map(|index| {
                 let (sleep, queue, ran, terminate) = (
                     sleep.clone(),
-                    queue.clone(),
+                    queue.stealer(),
                     ran.clone(),
                     latches[index].clone(),
                 );
