@@ -28,7 +28,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-const THREADS: usize = 2;
+/// Threads per pool: 2, or `SIXFOLD_BENCH_THREADS` (for profiling runs).
+fn threads() -> usize {
+    std::env::var("SIXFOLD_BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+}
 
 /// Median of the samples.
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -391,12 +397,12 @@ fn bench_idle_cpu(_: &Pool, _: &rayon::ThreadPool) {
     let interval = Duration::from_millis(1);
     let total = Duration::from_secs(2);
     let ours = {
-        let pool = Pool::builder().num_threads(THREADS).build().unwrap();
+        let pool = Pool::builder().num_threads(threads()).build().unwrap();
         sporadic(interval, total, &|f| pool.spawn(f))
     };
     let theirs = {
         let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(THREADS)
+            .num_threads(threads())
             .build()
             .unwrap();
         sporadic(interval, total, &|f| pool.spawn(f))
@@ -437,11 +443,11 @@ fn main() {
         .filter(|a| !a.starts_with("--"))
         .collect();
     let ours = Pool::builder()
-        .num_threads(THREADS)
+        .num_threads(threads())
         .build()
         .expect("sixfold pool");
     let theirs = rayon::ThreadPoolBuilder::new()
-        .num_threads(THREADS)
+        .num_threads(threads())
         .build()
         .expect("rayon pool");
     let benches: [(&str, Bench); 6] = [
@@ -452,7 +458,10 @@ fn main() {
         ("idle_cpu", bench_idle_cpu),
         ("wake_latency", bench_wake_latency),
     ];
-    println!("# name sixfold_ms rayon_ms ratio(sixfold/rayon)  [{THREADS} threads, medians]");
+    println!(
+        "# name sixfold_ms rayon_ms ratio(sixfold/rayon)  [{} threads, medians]",
+        threads()
+    );
     for (name, bench) in benches {
         if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
             bench(&ours, &theirs);

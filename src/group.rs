@@ -21,6 +21,7 @@
 
 use crate::latch::CountLatch;
 use crate::sync::{AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, fence};
+use crossbeam_utils::CachePadded;
 use std::any::Any;
 
 /// What a group's waiter blocks on.
@@ -32,7 +33,9 @@ pub(crate) enum Completion {
 }
 
 pub(crate) struct Group {
-    completion: Completion,
+    /// Padded away from `cancelled`: every unit holder writes the count,
+    /// every node start reads `cancelled`.
+    completion: CachePadded<Completion>,
     /// Set by the first panic (or a cancel): not-started nodes are skipped.
     cancelled: AtomicBool,
     /// The first panic of a structured group, resumed by its waiter.
@@ -42,7 +45,7 @@ pub(crate) struct Group {
 impl Group {
     pub(crate) fn structured(latch: CountLatch) -> Self {
         Group {
-            completion: Completion::Structured(latch),
+            completion: CachePadded::new(Completion::Structured(latch)),
             cancelled: AtomicBool::new(false),
             panic: Mutex::new(None),
         }
@@ -50,20 +53,20 @@ impl Group {
 
     pub(crate) fn new_static() -> Self {
         Group {
-            completion: Completion::Static(IdleCounter::new()),
+            completion: CachePadded::new(Completion::Static(IdleCounter::new())),
             cancelled: AtomicBool::new(false),
             panic: Mutex::new(None),
         }
     }
 
     pub(crate) fn is_static(&self) -> bool {
-        matches!(self.completion, Completion::Static(_))
+        matches!(*self.completion, Completion::Static(_))
     }
 
     /// A node now holds a unit.
     #[inline]
     pub(crate) fn add_unit(&self) {
-        match &self.completion {
+        match &*self.completion {
             Completion::Structured(latch) => latch.add(1),
             Completion::Static(idle) => idle.add(),
         }
@@ -79,7 +82,7 @@ impl Group {
         // SAFETY: live until the last unit is released, which is ours at
         // the earliest, and the latch takes over from there.
         unsafe {
-            match &(*this).completion {
+            match &*(*this).completion {
                 Completion::Structured(latch) => CountLatch::release(latch),
                 Completion::Static(idle) => idle.release(),
             }
@@ -109,14 +112,14 @@ impl Group {
     }
 
     pub(crate) fn latch(&self) -> &CountLatch {
-        match &self.completion {
+        match &*self.completion {
             Completion::Structured(latch) => latch,
             Completion::Static(_) => unreachable!("the static group has no latch"),
         }
     }
 
     pub(crate) fn idle_counter(&self) -> &IdleCounter {
-        match &self.completion {
+        match &*self.completion {
             Completion::Static(idle) => idle,
             Completion::Structured(_) => unreachable!("a structured group has no idle counter"),
         }

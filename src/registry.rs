@@ -45,7 +45,9 @@ pub(crate) type ThreadHandler = Box<dyn Fn(usize) + Send + Sync>;
 struct ThreadInfo {
     stealer: Stealer<JobRef>,
     mailbox: Mailbox,
-    counters: WorkerCounters,
+    /// On a line of its own: the owner writes it per task, while thieves
+    /// read `stealer` per steal attempt.
+    counters: CachePadded<WorkerCounters>,
     /// Set when the pool shuts down; the worker's main loop waits on it.
     terminate: CoreLatch,
 }
@@ -96,7 +98,7 @@ impl Registry {
                 CachePadded::new(ThreadInfo {
                     stealer: deque.stealer(),
                     mailbox: Mailbox::default(),
-                    counters: WorkerCounters::default(),
+                    counters: CachePadded::new(WorkerCounters::default()),
                     terminate: CoreLatch::new(),
                 })
             })

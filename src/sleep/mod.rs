@@ -92,7 +92,8 @@ struct WorkerSleepState {
 
 /// The sleep state of one pool.
 pub(crate) struct Sleep {
-    counters: AtomicCounters,
+    /// Padded: read on every push, written whenever a worker goes idle.
+    counters: CachePadded<AtomicCounters>,
     worker_sleep_states: Vec<CachePadded<WorkerSleepState>>,
 }
 
@@ -121,7 +122,7 @@ impl Sleep {
     pub(crate) fn new(num_workers: usize) -> Self {
         assert!(num_workers <= counters::MAX_THREADS);
         Sleep {
-            counters: AtomicCounters::new(),
+            counters: CachePadded::new(AtomicCounters::new()),
             worker_sleep_states: (0..num_workers)
                 .map(|_| {
                     CachePadded::new(WorkerSleepState {
