@@ -22,7 +22,10 @@
 //! latency) and `wake_latency <sixfold us> <rayon us> <ratio>` (the first
 //! task after 100 ms of sleep, median of nine).
 
-use sixfold::{Context, Pool, Task, TaskRef};
+#[path = "../examples/support/cps_fib.rs"]
+mod cps_fib;
+
+use sixfold::{Pool, TaskRef};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -94,69 +97,6 @@ fn compare(
 
 // ---------------------------------------------------------------- fib_cps
 
-struct Fib {
-    n: u64,
-    slot: usize,
-}
-
-struct Sum {
-    parts: [AtomicU64; 2],
-    slot: usize,
-    out: Option<Arc<AtomicU64>>,
-}
-
-impl Sum {
-    fn new(slot: usize, out: Option<Arc<AtomicU64>>) -> Self {
-        Sum {
-            parts: [AtomicU64::new(0), AtomicU64::new(0)],
-            slot,
-            out,
-        }
-    }
-}
-
-fn deliver(cx: &Context<'_>, slot: usize, value: u64) {
-    cx.successor::<Sum>().expect("Sum successor").parts[slot].store(value, Ordering::Relaxed);
-}
-
-impl Task for Fib {
-    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
-        if self.n < 2 {
-            deliver(cx, self.slot, self.n);
-            return None;
-        }
-        let sum = cx.continuation(Sum::new(self.slot, None));
-        cx.spawn(sum.child(Fib {
-            n: self.n - 2,
-            slot: 1,
-        }));
-        self.n -= 1;
-        self.slot = 0;
-        cx.recycle();
-        None
-    }
-}
-
-impl Task for Sum {
-    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
-        let total = self.parts[0].load(Ordering::Relaxed) + self.parts[1].load(Ordering::Relaxed);
-        match &self.out {
-            Some(out) => out.store(total, Ordering::Relaxed),
-            None => deliver(cx, self.slot, total),
-        }
-        None
-    }
-}
-
-fn fib_cps(pool: &Pool, n: u64) -> u64 {
-    let out = Arc::new(AtomicU64::new(0));
-    let mut root = TaskRef::new(Fib { n, slot: 0 });
-    let answer = TaskRef::new(Sum::new(0, Some(out.clone())));
-    root.precede(&answer).unwrap();
-    pool.run([root, answer]);
-    out.load(Ordering::Relaxed)
-}
-
 fn fib_rayon(n: u64) -> u64 {
     if n < 2 {
         return n;
@@ -179,7 +119,7 @@ fn bench_fib_cps(ours: &Pool, theirs: &rayon::ThreadPool) {
     compare(
         "fib_cps/30",
         9,
-        side(|| || assert_eq!(fib_cps(ours, black_box(n)), expect)),
+        side(|| || assert_eq!(cps_fib::fib(ours, black_box(n)), expect)),
         side(|| || assert_eq!(theirs.install(|| fib_rayon(black_box(n))), expect)),
     );
 }

@@ -4,7 +4,10 @@
 //!
 //! Run: `cargo run --release --example tour`
 
-use sixfold::{Context, Pool, Rule, Task, TaskRef};
+#[path = "support/cps_fib.rs"]
+mod cps_fib;
+
+use sixfold::{Pool, Rule, TaskRef};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -68,76 +71,17 @@ fn dependency_graph(pool: &Pool) {
     println!("   closing a cycle is an error: \"{refused}\"\n");
 }
 
-/// fib(n) in continuation-passing style (see examples/fib_continuation.rs).
-struct Fib {
-    n: u64,
-    slot: usize,
-}
-
-struct Sum {
-    parts: [AtomicU64; 2],
-    slot: usize,
-    out: Option<Arc<AtomicU64>>,
-}
-
-impl Sum {
-    fn new(slot: usize, out: Option<Arc<AtomicU64>>) -> Self {
-        Sum {
-            parts: [AtomicU64::new(0), AtomicU64::new(0)],
-            slot,
-            out,
-        }
-    }
-}
-
-fn deliver(cx: &Context<'_>, slot: usize, value: u64) {
-    cx.successor::<Sum>().expect("a Sum successor").parts[slot].store(value, Ordering::Relaxed);
-}
-
-impl Task for Fib {
-    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
-        if self.n < 2 {
-            deliver(cx, self.slot, self.n);
-            return None;
-        }
-        let sum = cx.continuation(Sum::new(self.slot, None));
-        cx.spawn(sum.child(Fib {
-            n: self.n - 2,
-            slot: 1,
-        }));
-        self.n -= 1;
-        self.slot = 0;
-        cx.recycle();
-        None
-    }
-}
-
-impl Task for Sum {
-    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
-        let total = self.parts[0].load(Ordering::Relaxed) + self.parts[1].load(Ordering::Relaxed);
-        match &self.out {
-            Some(out) => out.store(total, Ordering::Relaxed),
-            None => deliver(cx, self.slot, total),
-        }
-        None
-    }
-}
-
 fn fork_join(pool: &Pool) {
     println!("2. Fork-join by continuation passing (no thread blocks)");
     let n = 27;
-    let out = Arc::new(AtomicU64::new(0));
-    let mut root = TaskRef::new(Fib { n, slot: 0 });
-    let answer = TaskRef::new(Sum::new(0, Some(out.clone())));
-    root.precede(&answer).unwrap();
     let before = pool.stats();
     let start = Instant::now();
-    pool.run([root, answer]);
+    let value = cps_fib::fib(pool, n);
     let took = start.elapsed();
     let stats = pool.stats().since(&before);
     println!(
         "   fib({n}) = {} in {:.1} ms: {} tasks, {} by rule 1 (recycled), {} by rule 2 (continuations), {} stolen\n",
-        out.load(Ordering::Relaxed),
+        value,
         took.as_secs_f64() * 1e3,
         stats.total(),
         stats.by_rule(Rule::Returned),

@@ -87,19 +87,27 @@ fn rule_2_successor_of_a_join_runs_after_its_last_predecessor_on_that_worker() {
     assert_eq!(stats.by_rule(Rule::Successor), 1);
 }
 
-#[test]
-fn rule_3_spawned_tasks_on_one_worker_run_in_lifo_order() {
+/// On a one-worker pool, run a root task that hands over tasks A, B, C
+/// with `hand_over`; return the order they ran in and the counters.
+fn run_a_b_c(hand_over: fn(&mut Context<'_>, TaskRef)) -> (Vec<&'static str>, Stats) {
     let pool = one_worker();
     let log = Log::default();
     let root_log = log.clone();
     let stats = delta(&pool, || {
         pool.run(TaskRef::from_fn(move |cx| {
             for name in ["A", "B", "C"] {
-                cx.spawn(logger(&root_log, name));
+                hand_over(cx, logger(&root_log, name));
             }
         }))
     });
-    assert_eq!(*log.lock().unwrap(), ["C", "B", "A"]);
+    let order = log.lock().unwrap().clone();
+    (order, stats)
+}
+
+#[test]
+fn rule_3_spawned_tasks_on_one_worker_run_in_lifo_order() {
+    let (order, stats) = run_a_b_c(|cx, task| cx.spawn(task));
+    assert_eq!(order, ["C", "B", "A"]);
     assert_eq!(stats.by_rule(Rule::OwnDeque), 3);
 }
 
@@ -149,17 +157,8 @@ fn rule_4_mailbox_comes_before_the_shared_queue() {
 
 #[test]
 fn rule_5_enqueued_tasks_on_one_worker_run_in_fifo_order() {
-    let pool = one_worker();
-    let log = Log::default();
-    let root_log = log.clone();
-    let stats = delta(&pool, || {
-        pool.run(TaskRef::from_fn(move |cx| {
-            for name in ["A", "B", "C"] {
-                cx.enqueue(logger(&root_log, name));
-            }
-        }))
-    });
-    assert_eq!(*log.lock().unwrap(), ["A", "B", "C"]);
+    let (order, stats) = run_a_b_c(|cx, task| cx.enqueue(task));
+    assert_eq!(order, ["A", "B", "C"]);
     // The root came from outside through the shared queue too.
     assert_eq!(stats.by_rule(Rule::SharedQueue), 4);
 }
