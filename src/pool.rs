@@ -281,22 +281,10 @@ impl Pool {
     {
         // Collect first: user iterator code must not run (and perhaps
         // panic) while nodes already point at the group on this frame.
-        let mut tasks: Vec<TaskRef> = tasks.into_iter().collect();
+        let tasks: Vec<TaskRef> = tasks.into_iter().collect();
         if tasks.is_empty() {
             return;
         }
-        // Hand over the nodes that wait for predecessors first and the ready
-        // ones last. Otherwise a node handed over after its predecessor had
-        // already finished would be made ready by this thread and queued,
-        // instead of being run at once by rule 2 on the worker that
-        // finished the predecessor (a chain would become a ping-pong
-        // through the shared queue). Within each part the order is reversed:
-        // sets are usually listed predecessors first, and a node handed over
-        // after its successor sees that successor in this run's group and
-        // needs no unit of its own (see group.rs), so a chain touches the
-        // group counter once instead of once per node.
-        tasks.reverse();
-        tasks.sort_by_key(|task| task.pending_predecessors() == 0);
         let registry = &self.registry;
         let group = if let Some(worker) = WorkerThread::current_in(registry) {
             run_on_worker(worker, tasks)
