@@ -105,6 +105,25 @@ fn fib_rayon(n: u64) -> u64 {
     a + b
 }
 
+fn fib_join(n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = sixfold::join(|| fib_join(n - 1), || fib_join(n - 2));
+    a + b
+}
+
+fn bench_fib_join(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 30;
+    let expect = fib_seq(n);
+    compare(
+        "fib_join/30",
+        9,
+        side(|| || assert_eq!(ours.install(|| fib_join(black_box(n))), expect)),
+        side(|| || assert_eq!(theirs.install(|| fib_rayon(black_box(n))), expect)),
+    );
+}
+
 fn fib_seq(n: u64) -> u64 {
     if n < 2 {
         n
@@ -390,8 +409,9 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 6] = [
+    let benches: [(&str, Bench); 7] = [
         ("fib_cps/30", bench_fib_cps),
+        ("fib_join/30", bench_fib_join),
         ("chain/1000000", bench_chain),
         ("spawn_flat/1000000", bench_spawn_flat),
         ("enqueue_flat/1000000", bench_enqueue_flat),

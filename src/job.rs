@@ -56,6 +56,12 @@ impl JobRef {
         }
     }
 
+    /// Do both refer to the same job?
+    #[inline]
+    pub(crate) fn same_job(&self, other: &JobRef) -> bool {
+        self.pointer == other.pointer
+    }
+
     /// # Safety
     /// Called at most once per job, on a worker thread.
     #[inline]

@@ -47,6 +47,7 @@ mod deque;
 mod error;
 mod group;
 mod job;
+mod join;
 mod latch;
 mod mailbox;
 mod node_alloc;
@@ -62,6 +63,7 @@ mod worker;
 
 pub use context::{Context, Continuation};
 pub use error::{AffinityError, BuildError, TaskError};
+pub use join::join;
 pub use pool::{Builder, Pool, current_worker};
 pub use stats::{Rule, Stats, WorkerStats};
 pub use task::{Task, TaskRef};

@@ -205,6 +205,26 @@ impl Pool {
         job.into_result()
     }
 
+    /// [`join`](crate::join) inside this pool: run `a` and `b`, potentially
+    /// in parallel, and return both results. From outside the pool the
+    /// caller blocks until both finished.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let data = vec![1, 2, 3, 4];
+    /// let (left, right) = pool.join(|| data[..2].iter().sum::<i32>(), || data[2..].iter().sum::<i32>());
+    /// assert_eq!((left, right), (3, 7));
+    /// ```
+    pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
+    where
+        A: FnOnce() -> RA + Send,
+        B: FnOnce() -> RB + Send,
+        RA: Send,
+        RB: Send,
+    {
+        self.install(|| crate::join(a, b))
+    }
+
     /// Spawn a `'static` closure: onto the calling worker's deque, or from
     /// outside the pool onto the shared queue.
     pub fn spawn<F>(&self, f: F)

@@ -147,6 +147,20 @@ impl WorkerThread {
         self.registry.route_ready(ready, Some(self));
     }
 
+    /// Pop the newest job of the own deque (rule 3), for `join` taking its
+    /// second half back.
+    #[inline]
+    pub(crate) fn pop_local(&self) -> Option<JobRef> {
+        self.deque.pop()
+    }
+
+    /// Count a task this worker ran outside `run_chain` (a join's second
+    /// half taken back and run inline).
+    #[inline]
+    pub(crate) fn count_task(&self, rule: Rule) {
+        self.counters().task(rule);
+    }
+
     /// Rules 1 and 2: run `job`, then whatever each task hands straight back.
     #[inline]
     pub(crate) fn run_chain(&self, mut job: JobRef, mut rule: Rule) {

@@ -239,3 +239,24 @@ fn affinity_and_enqueue_paths_deliver_every_task() {
     drop(pool); // runs everything first
     assert_eq!(ran.load(Ordering::SeqCst), 20);
 }
+
+#[test]
+fn join_runs_its_second_half_inline_or_waits_for_the_thief() {
+    fn sum(slice: &[u64]) -> u64 {
+        if slice.len() <= 2 {
+            return slice.iter().sum();
+        }
+        let (left, right) = slice.split_at(slice.len() / 2);
+        let (a, b) = sixfold::join(|| sum(left), || sum(right));
+        a + b
+    }
+    let data: Vec<u64> = (1..=32).collect();
+    for threads in [1, 2] {
+        let pool = Pool::builder().num_threads(threads).build().unwrap();
+        assert_eq!(pool.install(|| sum(&data)), 528);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.join(|| panic!("left"), || sum(&data))
+        }));
+        assert_eq!(caught.unwrap_err().downcast_ref::<&str>(), Some(&"left"));
+    }
+}

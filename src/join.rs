@@ -1,0 +1,177 @@
+//! `join`: run two closures, potentially in parallel, without allocating.
+//!
+//! The second closure is wrapped in a [`JoinJob`] on the caller's stack and
+//! pushed onto the worker's own deque; the first runs at once. Then the
+//! worker takes the job back if no thief took it (it is then the newest
+//! entry of the deque, possibly under tasks the first closure left there,
+//! which are run first), or else works by the six rules until the thief
+//! sets the job's latch, sleeping on that latch when there is nothing to do.
+//!
+//! Invariants: the `JoinJob` does not leave the stack frame before its
+//! latch is set or it was taken back (so a thief never sees freed memory);
+//! a panic in either closure is resumed only after both finished, the first
+//! closure's panic winning; nothing here allocates (the latch and the job
+//! live on the stack; only a deque growing its buffer ever allocates).
+
+use crate::job::{JobRef, Next};
+use crate::latch::CountLatch;
+use crate::stats::Rule;
+use crate::unwind;
+use crate::worker::WorkerThread;
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::ptr::NonNull;
+
+/// Run `a` and `b`, potentially in parallel, and return both results.
+///
+/// Inside a worker of a pool, `b` is offered to thieves while `a` runs on
+/// this thread. Outside every pool there is nobody to share with, and both
+/// run here, `a` first (use [`Pool::join`](crate::Pool::join) to run them
+/// in a pool). A panic in either is resumed after both finished; if both
+/// panic, `a`'s panic is the one resumed.
+///
+/// ```
+/// fn fib(n: u64) -> u64 {
+///     if n < 2 {
+///         return n;
+///     }
+///     let (a, b) = sixfold::join(|| fib(n - 1), || fib(n - 2));
+///     a + b
+/// }
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// assert_eq!(pool.install(|| fib(20)), 6765);
+/// ```
+pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    match WorkerThread::current() {
+        Some(worker) => join_on_worker(worker, a, b),
+        None => {
+            let ra = unwind::halt_unwinding(a);
+            let rb = unwind::halt_unwinding(b);
+            // Left to right: `a`'s panic wins.
+            (ok_or_resume(ra), ok_or_resume(rb))
+        }
+    }
+}
+
+fn ok_or_resume<R>(result: Result<R, Box<dyn Any + Send>>) -> R {
+    match result {
+        Ok(value) => value,
+        Err(payload) => unwind::resume_unwinding(payload),
+    }
+}
+
+fn join_on_worker<A, B, RA, RB>(worker: &WorkerThread, a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    let job_b = JoinJob::new(
+        b,
+        CountLatch::for_worker(worker.registry().wake_owner(worker.index())),
+    );
+    // SAFETY: `job_b` stays in this frame until it was taken back or its
+    // latch is set (both ensured below before returning or unwinding).
+    let job_b_ref = unsafe { job_b.as_job_ref() };
+    worker.push(job_b_ref);
+
+    // Even if `a` panics we must not leave before `b` is done: `b` may be
+    // running on a thief and borrow from this frame.
+    let result_a = unwind::halt_unwinding(a);
+
+    let latch = job_b.latch.as_core().expect("a worker's latch");
+    while !latch.probe() {
+        match worker.pop_local() {
+            Some(job) if job.same_job(&job_b_ref) => {
+                // Not stolen: run `b` right here, without the job machinery
+                // (no latch to set, nobody to wake). Counted as rule 3.
+                worker.count_task(Rule::OwnDeque);
+                let b = job_b.take_func();
+                return match result_a {
+                    // A panic of `b` propagates from here: both finished.
+                    Ok(ra) => (ra, b()),
+                    Err(payload) => {
+                        // `a`'s panic wins; `b` still runs to completion.
+                        let _ = unwind::halt_unwinding(b);
+                        unwind::resume_unwinding(payload)
+                    }
+                };
+            }
+            // Work `a` left on the deque above `b`: run it first.
+            Some(job) => worker.run_chain(job, Rule::OwnDeque),
+            None => {
+                // Stolen: work by the six rules until the thief is done.
+                worker.wait_until(latch);
+                break;
+            }
+        }
+    }
+    let result_b = job_b.into_result();
+    (ok_or_resume(result_a), ok_or_resume(result_b))
+}
+
+/// The second half of a join, on the joining worker's stack.
+struct JoinJob<B, RB> {
+    latch: CountLatch,
+    func: UnsafeCell<Option<B>>,
+    result: UnsafeCell<Option<Result<RB, Box<dyn Any + Send>>>>,
+}
+
+impl<B, RB> JoinJob<B, RB>
+where
+    B: FnOnce() -> RB + Send,
+    RB: Send,
+{
+    fn new(func: B, latch: CountLatch) -> Self {
+        JoinJob {
+            latch,
+            func: UnsafeCell::new(Some(func)),
+            result: UnsafeCell::new(None),
+        }
+    }
+
+    /// # Safety
+    /// `self` must stay in place until its latch is set or the job was
+    /// taken back and run by its owner.
+    unsafe fn as_job_ref(&self) -> JobRef {
+        // SAFETY: forwarded to the caller.
+        unsafe { JobRef::new(NonNull::from(self).cast(), Self::execute) }
+    }
+
+    unsafe fn execute(this: NonNull<()>, _worker: &WorkerThread) -> Option<Next> {
+        let this = this.cast::<Self>();
+        // SAFETY: the job runs once (from a thief or its owner), so we are
+        // the only accessor of `func` and `result` until the latch is set;
+        // the owner reads `result` only after that or after running it
+        // itself. The latch is released through a raw pointer: the owner
+        // may free the job the moment it is set.
+        unsafe {
+            let job = this.as_ref();
+            let func = (*job.func.get()).take().expect("join job run twice");
+            *job.result.get() = Some(unwind::halt_unwinding(func));
+            CountLatch::release(&raw const (*this.as_ptr()).latch);
+        }
+        None
+    }
+
+    /// The closure, for running the job inline after taking it back from
+    /// the deque (so no thief can run it any more).
+    fn take_func(&self) -> B {
+        // SAFETY: the job was popped back by its owner: nobody else holds
+        // its JobRef, so we are the only accessor.
+        unsafe { (*self.func.get()).take().expect("join job run twice") }
+    }
+
+    fn into_result(self) -> Result<RB, Box<dyn Any + Send>> {
+        self.result
+            .into_inner()
+            .expect("join job finished without a result")
+    }
+}
