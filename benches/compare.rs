@@ -394,6 +394,49 @@ fn bench_wake_latency(ours: &Pool, theirs: &rayon::ThreadPool) {
     println!("wake_latency {a:.1} {b:.1} {:.3}", a / b);
 }
 
+// ---------------------------------------------------------------- scopes
+
+/// A binary tree of spawns, 2^(depth+1) - 1 tasks.
+fn sixfold_tree<'s>(s: &sixfold::Scope<'s>, depth: u32) {
+    tick();
+    if depth > 0 {
+        s.spawn(move |s| sixfold_tree(s, depth - 1));
+        s.spawn(move |s| sixfold_tree(s, depth - 1));
+    }
+}
+
+fn rayon_tree<'s>(s: &rayon::Scope<'s>, depth: u32) {
+    tick();
+    if depth > 0 {
+        s.spawn(move |s| rayon_tree(s, depth - 1));
+        s.spawn(move |s| rayon_tree(s, depth - 1));
+    }
+}
+
+/// `scope_tree/1000000`: 2^20 - 1 = 1,048,575 spawns in a binary tree.
+fn bench_scope_tree(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let depth = 19;
+    let tasks = (1u64 << (depth + 1)) - 1;
+    compare(
+        "scope_tree/1000000",
+        7,
+        side(|| {
+            || {
+                let before = ticks();
+                ours.scope(|s| sixfold_tree(s, depth));
+                assert_eq!(ticks() - before, tasks);
+            }
+        }),
+        side(|| {
+            || {
+                let before = ticks();
+                theirs.scope(|s| rayon_tree(s, depth));
+                assert_eq!(ticks() - before, tasks);
+            }
+        }),
+    );
+}
+
 type Bench = fn(&Pool, &rayon::ThreadPool);
 
 fn main() {
@@ -409,12 +452,13 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 7] = [
+    let benches: [(&str, Bench); 8] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_join/30", bench_fib_join),
         ("chain/1000000", bench_chain),
         ("spawn_flat/1000000", bench_spawn_flat),
         ("enqueue_flat/1000000", bench_enqueue_flat),
+        ("scope_tree/1000000", bench_scope_tree),
         ("idle_cpu", bench_idle_cpu),
         ("wake_latency", bench_wake_latency),
     ];

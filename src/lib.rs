@@ -53,6 +53,7 @@ mod mailbox;
 mod node_alloc;
 mod pool;
 mod registry;
+mod scope;
 mod shared_queue;
 mod sleep;
 mod stats;
@@ -65,6 +66,7 @@ pub use context::{Context, Continuation};
 pub use error::{AffinityError, BuildError, TaskError};
 pub use join::join;
 pub use pool::{Builder, Pool, current_worker};
+pub use scope::{Scope, scope};
 pub use stats::{Rule, Stats, WorkerStats};
 pub use task::{Task, TaskRef};
 

@@ -225,6 +225,16 @@ impl Pool {
         self.install(|| crate::join(a, b))
     }
 
+    /// [`scope`](crate::scope) inside this pool: spawned tasks may borrow
+    /// from the caller's frame; returns when all of them finished.
+    pub fn scope<'scope, OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce(&crate::Scope<'scope>) -> R + Send,
+        R: Send,
+    {
+        self.install(|| crate::scope(op))
+    }
+
     /// Spawn a `'static` closure: onto the calling worker's deque, or from
     /// outside the pool onto the shared queue.
     pub fn spawn<F>(&self, f: F)

@@ -260,3 +260,24 @@ fn join_runs_its_second_half_inline_or_waits_for_the_thief() {
         assert_eq!(caught.unwrap_err().downcast_ref::<&str>(), Some(&"left"));
     }
 }
+
+#[test]
+fn scope_jobs_borrow_the_stack_and_release_their_units_last() {
+    for threads in [1, 2] {
+        let pool = Pool::builder().num_threads(threads).build().unwrap();
+        let mut slots = [0u64; 8];
+        pool.scope(|s| {
+            for (i, slot) in slots.iter_mut().enumerate() {
+                s.spawn(move |s| {
+                    *slot = i as u64;
+                    s.spawn(|_| {});
+                });
+            }
+        });
+        assert_eq!(slots.iter().sum::<u64>(), 28);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.scope(|s| s.spawn(|_| panic!("scoped")))
+        }));
+        assert_eq!(caught.unwrap_err().downcast_ref::<&str>(), Some(&"scoped"));
+    }
+}
