@@ -437,6 +437,46 @@ fn bench_scope_tree(ours: &Pool, theirs: &rayon::ThreadPool) {
     );
 }
 
+fn sixfold_fifo_tree<'s>(s: &sixfold::ScopeFifo<'s>, depth: u32) {
+    tick();
+    if depth > 0 {
+        s.spawn_fifo(move |s| sixfold_fifo_tree(s, depth - 1));
+        s.spawn_fifo(move |s| sixfold_fifo_tree(s, depth - 1));
+    }
+}
+
+fn rayon_fifo_tree<'s>(s: &rayon::ScopeFifo<'s>, depth: u32) {
+    tick();
+    if depth > 0 {
+        s.spawn_fifo(move |s| rayon_fifo_tree(s, depth - 1));
+        s.spawn_fifo(move |s| rayon_fifo_tree(s, depth - 1));
+    }
+}
+
+/// `scope_fifo_tree/1000000`: the same tree through FIFO scopes.
+fn bench_scope_fifo_tree(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let depth = 19;
+    let tasks = (1u64 << (depth + 1)) - 1;
+    compare(
+        "scope_fifo_tree/1000000",
+        7,
+        side(|| {
+            || {
+                let before = ticks();
+                ours.scope_fifo(|s| sixfold_fifo_tree(s, depth));
+                assert_eq!(ticks() - before, tasks);
+            }
+        }),
+        side(|| {
+            || {
+                let before = ticks();
+                theirs.scope_fifo(|s| rayon_fifo_tree(s, depth));
+                assert_eq!(ticks() - before, tasks);
+            }
+        }),
+    );
+}
+
 type Bench = fn(&Pool, &rayon::ThreadPool);
 
 fn main() {
@@ -452,13 +492,14 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 8] = [
+    let benches: [(&str, Bench); 9] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_join/30", bench_fib_join),
         ("chain/1000000", bench_chain),
         ("spawn_flat/1000000", bench_spawn_flat),
         ("enqueue_flat/1000000", bench_enqueue_flat),
         ("scope_tree/1000000", bench_scope_tree),
+        ("scope_fifo_tree/1000000", bench_scope_fifo_tree),
         ("idle_cpu", bench_idle_cpu),
         ("wake_latency", bench_wake_latency),
     ];

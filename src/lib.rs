@@ -66,7 +66,7 @@ pub use context::{Context, Continuation};
 pub use error::{AffinityError, BuildError, TaskError};
 pub use join::join;
 pub use pool::{Builder, Pool, current_worker};
-pub use scope::{Scope, scope};
+pub use scope::{Scope, ScopeFifo, scope, scope_fifo};
 pub use stats::{Rule, Stats, WorkerStats};
 pub use task::{Task, TaskRef};
 

@@ -235,6 +235,15 @@ impl Pool {
         self.install(|| crate::scope(op))
     }
 
+    /// [`scope_fifo`](crate::scope_fifo) inside this pool.
+    pub fn scope_fifo<'scope, OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce(&crate::ScopeFifo<'scope>) -> R + Send,
+        R: Send,
+    {
+        self.install(|| crate::scope_fifo(op))
+    }
+
     /// Spawn a `'static` closure: onto the calling worker's deque, or from
     /// outside the pool onto the shared queue.
     pub fn spawn<F>(&self, f: F)

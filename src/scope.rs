@@ -23,6 +23,7 @@ use crate::latch::CountLatch;
 use crate::registry::Registry;
 use crate::unwind;
 use crate::worker::WorkerThread;
+use crossbeam_queue::SegQueue;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -83,12 +84,17 @@ where
         registry: registry.clone(),
         _marker: PhantomData,
     };
-    let result = unwind::halt_unwinding(|| op(&scope));
+    finish_scope(worker, &scope, || op(&scope))
+}
+
+/// Run the scope's body, then wait for its jobs; resume the first panic.
+fn finish_scope<R>(worker: &WorkerThread, scope: &Scope<'_>, body: impl FnOnce() -> R) -> R {
+    let result = unwind::halt_unwinding(body);
     if result.is_err() {
         scope.group.cancel();
     }
     // Drop the body's hold, then work until every spawned job is done.
-    // SAFETY: `scope` lives on this frame until after the wait.
+    // SAFETY: the scope lives on the caller's frame until after the wait.
     unsafe { CountLatch::release(scope.group.latch()) };
     worker.wait_until(scope.group.latch().as_core().expect("a worker's latch"));
     match result {
@@ -110,18 +116,8 @@ impl<'scope> Scope<'scope> {
         BODY: FnOnce(&Scope<'scope>) + Send + 'scope,
     {
         self.group.add_unit();
-        let job = Box::new(ScopeJob {
-            scope: self as *const Scope<'scope>,
-            body,
-        });
-        // SAFETY: the box is leaked into the job, which frees it when it
-        // runs; the scope outlives the job because the job holds a unit.
-        let job_ref = unsafe {
-            JobRef::new(
-                NonNull::from(Box::leak(job)).cast(),
-                ScopeJob::<BODY>::execute,
-            )
-        };
+        // SAFETY: the unit just added keeps the scope alive for the job.
+        let job_ref = unsafe { ScopeJob::into_job_ref(self, body) };
         match WorkerThread::current_in(&self.registry) {
             Some(worker) => worker.push(job_ref),
             None => self.registry.inject(job_ref, None),
@@ -129,33 +125,164 @@ impl<'scope> Scope<'scope> {
     }
 }
 
+/// A scope whose tasks start in creation order on each worker; see
+/// [`scope_fifo`].
+pub struct ScopeFifo<'scope> {
+    base: Scope<'scope>,
+    /// One FIFO per worker slot: the real jobs spawned on that worker.
+    fifos: Box<[SegQueue<JobRef>]>,
+}
+
+/// Run `op` with a [`ScopeFifo`]: like [`scope`], but the tasks one worker
+/// spawns start in the order they were spawned (per-thread FIFO), by the
+/// indirection of the Rayon RFC on FIFO scopes.
+///
+/// Spawning pushes the real job onto this scope's FIFO of the spawning
+/// worker and an *indirect* job onto that worker's deque; running an
+/// indirect job (by its worker, rule 3, or by a thief, rule 6) runs the
+/// front of the FIFO it points at. So one worker processes its own spawns
+/// oldest first, and a thief that takes one continues with what that task
+/// spawns before it returns for more; nested scopes and `join` still run
+/// innermost first.
+///
+/// ```
+/// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+/// let log = std::sync::Mutex::new(Vec::new());
+/// pool.scope_fifo(|s| {
+///     for i in 0..3 {
+///         let log = &log;
+///         s.spawn_fifo(move |_| log.lock().unwrap().push(i));
+///     }
+/// });
+/// assert_eq!(*log.lock().unwrap(), [0, 1, 2]);
+/// ```
+pub fn scope_fifo<'scope, OP, R>(op: OP) -> R
+where
+    OP: FnOnce(&ScopeFifo<'scope>) -> R + Send,
+    R: Send,
+{
+    match WorkerThread::current() {
+        Some(worker) => {
+            let registry = worker.registry();
+            let scope = ScopeFifo {
+                base: Scope {
+                    group: Group::structured(CountLatch::for_worker(
+                        registry.wake_owner(worker.index()),
+                    )),
+                    registry: registry.clone(),
+                    _marker: PhantomData,
+                },
+                fifos: (0..registry.num_slots()).map(|_| SegQueue::new()).collect(),
+            };
+            finish_scope(worker, &scope.base, || op(&scope))
+        }
+        None => {
+            let pool = crate::Pool::builder()
+                .num_threads(0)
+                .build()
+                .expect("a pool without threads needs no resources");
+            pool.install(|| scope_fifo(op))
+        }
+    }
+}
+
+impl<'scope> ScopeFifo<'scope> {
+    /// Spawn `body` into the scope, behind this worker's earlier spawns.
+    pub fn spawn_fifo<BODY>(&self, body: BODY)
+    where
+        BODY: FnOnce(&ScopeFifo<'scope>) + Send + 'scope,
+    {
+        self.base.group.add_unit();
+        // SAFETY: the unit just added keeps the scope alive for the job.
+        let job_ref = unsafe { ScopeJob::into_job_ref(self, body) };
+        match WorkerThread::current_in(&self.base.registry) {
+            Some(worker) => {
+                let fifo = &self.fifos[worker.index()];
+                fifo.push(job_ref);
+                // SAFETY: the FIFO lives as long as the scope, which waits
+                // for the real job this indirect job will run.
+                worker.push(unsafe { JobRef::new(NonNull::from(fifo).cast(), run_fifo_front) });
+            }
+            // From outside the pool the shared queue is FIFO already.
+            None => self.base.registry.inject(job_ref, None),
+        }
+    }
+}
+
+/// The indirect job of a FIFO spawn: run the front of the FIFO it points
+/// at. There is one indirect job per real job, so the FIFO is never empty
+/// here.
+unsafe fn run_fifo_front(fifo: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
+    // SAFETY: made by `spawn_fifo` from a live FIFO of a scope that waits
+    // for the job we are about to pop (it holds a unit).
+    let fifo = unsafe { fifo.cast::<SegQueue<JobRef>>().as_ref() };
+    let job = fifo.pop().expect("one FIFO job per indirect job");
+    // SAFETY: popped once, so run once; after `pop` we never touch the FIFO.
+    unsafe { job.execute(worker) }
+}
+
+impl ScopeKind for ScopeFifo<'_> {
+    fn group(this: *const Self) -> *const Group {
+        // SAFETY: only called with a live scope (the caller holds a unit).
+        unsafe { &raw const (*this).base.group }
+    }
+}
+
+/// What a scope job needs of its scope (LIFO or FIFO).
+trait ScopeKind {
+    fn group(this: *const Self) -> *const Group;
+}
+
+impl ScopeKind for Scope<'_> {
+    fn group(this: *const Self) -> *const Group {
+        // SAFETY: only called with a live scope (the caller holds a unit).
+        unsafe { &raw const (*this).group }
+    }
+}
+
 /// A spawned closure and the scope it belongs to.
-struct ScopeJob<'scope, BODY> {
-    scope: *const Scope<'scope>,
+struct ScopeJob<S, BODY> {
+    scope: *const S,
     body: BODY,
 }
 
-impl<'scope, BODY> ScopeJob<'scope, BODY>
+impl<S: ScopeKind, BODY> ScopeJob<S, BODY>
 where
-    BODY: FnOnce(&Scope<'scope>) + Send + 'scope,
+    BODY: FnOnce(&S) + Send,
 {
+    /// Box the job and erase it into a `JobRef`.
+    ///
+    /// # Safety
+    /// The caller added a unit to the scope's group for this job, so the
+    /// scope outlives it.
+    unsafe fn into_job_ref(scope: &S, body: BODY) -> JobRef {
+        let job = Box::new(ScopeJob {
+            scope: scope as *const S,
+            body,
+        });
+        // SAFETY: the box is leaked into the job, which frees it when it
+        // runs (exactly once).
+        unsafe { JobRef::new(NonNull::from(Box::leak(job)).cast(), Self::execute) }
+    }
+
     unsafe fn execute(this: NonNull<()>, _worker: &WorkerThread) -> Option<Next> {
-        // SAFETY: made by `Scope::spawn` from a leaked box, run once.
+        // SAFETY: made by `into_job_ref` from a leaked box, run once.
         let job = unsafe { Box::from_raw(this.cast::<Self>().as_ptr()) };
         let scope_ptr = job.scope;
+        let group_ptr = S::group(scope_ptr);
         // SAFETY: the scope outlives this job: we hold one of its units.
-        let scope = unsafe { &*scope_ptr };
-        if scope.group.is_cancelled() {
+        let (scope, group) = unsafe { (&*scope_ptr, &*group_ptr) };
+        if group.is_cancelled() {
             drop(job);
         } else {
             let ScopeJob { body, .. } = *job;
             if let Err(payload) = unwind::halt_unwinding(|| body(scope)) {
-                scope.group.record_panic(payload);
+                group.record_panic(payload);
             }
         }
         // Last: the owner may end the scope as soon as the unit is gone.
         // SAFETY: live until this release, which is our last touch.
-        unsafe { Group::release_unit(&raw const (*scope_ptr).group) };
+        unsafe { Group::release_unit(group_ptr) };
         None
     }
 }
@@ -166,4 +293,5 @@ where
 const _: () = {
     const fn assert_sync<T: Sync>() {}
     assert_sync::<Scope<'static>>();
+    assert_sync::<ScopeFifo<'static>>();
 };

@@ -281,3 +281,26 @@ fn scope_jobs_borrow_the_stack_and_release_their_units_last() {
         assert_eq!(caught.unwrap_err().downcast_ref::<&str>(), Some(&"scoped"));
     }
 }
+
+#[test]
+fn fifo_scope_indirect_jobs_run_the_front_of_their_fifo() {
+    for threads in [1, 2] {
+        let pool = Pool::builder().num_threads(threads).build().unwrap();
+        let order = Mutex::new(Vec::new());
+        pool.scope_fifo(|s| {
+            for i in 0..6 {
+                let order = &order;
+                s.spawn_fifo(move |s| {
+                    order.lock().unwrap().push(i);
+                    s.spawn_fifo(|_| {});
+                });
+            }
+        });
+        let mut order = order.into_inner().unwrap();
+        if threads == 1 {
+            assert_eq!(order, [0, 1, 2, 3, 4, 5]);
+        }
+        order.sort();
+        assert_eq!(order, [0, 1, 2, 3, 4, 5]);
+    }
+}
