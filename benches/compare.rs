@@ -477,6 +477,45 @@ fn bench_scope_fifo_tree(ours: &Pool, theirs: &rayon::ThreadPool) {
     );
 }
 
+/// Wait until `ticks()` reached `target` (for detached `'static` tasks).
+fn wait_ticks(target: u64) {
+    while ticks() < target {
+        std::thread::yield_now();
+    }
+}
+
+/// `spawn_fifo_flat/1000000`: a worker spawns a million `'static` tasks
+/// in FIFO order (`Pool::spawn_fifo` vs `rayon::spawn_fifo`).
+fn bench_spawn_fifo_flat(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 1_000_000u64;
+    compare(
+        "spawn_fifo_flat/1000000",
+        7,
+        side(|| {
+            || {
+                let target = ticks() + n;
+                ours.install(|| {
+                    for _ in 0..n {
+                        ours.spawn_fifo(tick);
+                    }
+                });
+                wait_ticks(target);
+            }
+        }),
+        side(|| {
+            || {
+                let target = ticks() + n;
+                theirs.install(|| {
+                    for _ in 0..n {
+                        rayon::spawn_fifo(tick);
+                    }
+                });
+                wait_ticks(target);
+            }
+        }),
+    );
+}
+
 type Bench = fn(&Pool, &rayon::ThreadPool);
 
 fn main() {
@@ -492,7 +531,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 9] = [
+    let benches: [(&str, Bench); 10] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_join/30", bench_fib_join),
         ("chain/1000000", bench_chain),
@@ -500,6 +539,7 @@ fn main() {
         ("enqueue_flat/1000000", bench_enqueue_flat),
         ("scope_tree/1000000", bench_scope_tree),
         ("scope_fifo_tree/1000000", bench_scope_fifo_tree),
+        ("spawn_fifo_flat/1000000", bench_spawn_fifo_flat),
         ("idle_cpu", bench_idle_cpu),
         ("wake_latency", bench_wake_latency),
     ];

@@ -259,6 +259,38 @@ impl Pool {
         self.submit_static(task, Some(Dispatch::Spawn), None);
     }
 
+    /// Spawn a `'static` closure in FIFO order for the calling worker: the
+    /// tasks one worker spawns this way start in the order spawned (per
+    /// worker FIFOs with indirect jobs on the deque, as `scope_fifo`). From
+    /// outside the pool it goes to the shared queue, which is FIFO too.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let pool = Arc::new(sixfold::Pool::builder().num_threads(1).build().unwrap());
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let (p, l) = (pool.clone(), log.clone());
+    /// pool.install(move || {
+    ///     for i in 0..3 {
+    ///         let l = l.clone();
+    ///         p.spawn_fifo(move || l.lock().unwrap().push(i));
+    ///     }
+    /// });
+    /// pool.wait_idle();
+    /// assert_eq!(*log.lock().unwrap(), [0, 1, 2]);
+    /// ```
+    pub fn spawn_fifo<F>(&self, f: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let task = TaskRef::from_fn(move |_| f());
+        if let Some(ready) = task.submit(&self.registry.static_group, Some(Dispatch::Spawn), None) {
+            match WorkerThread::current_in(&self.registry) {
+                Some(worker) => self.registry.push_fifo(worker, ready.into_job()),
+                None => self.registry.route_ready(ready, None),
+            }
+        }
+    }
+
     /// Enqueue a `'static` closure on the shared queue: fair (approximately
     /// FIFO) and guaranteed to run, even on a pool without threads.
     pub fn enqueue<F>(&self, f: F)

@@ -32,6 +32,7 @@ use crate::sync::{AtomicBool, AtomicU64, Ordering, fence};
 use crate::task::{Dispatch, ReadyNode};
 use crate::unwind;
 use crate::worker::{WorkerGuard, WorkerThread};
+use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::any::Any;
@@ -45,6 +46,8 @@ pub(crate) type ThreadHandler = Box<dyn Fn(usize) + Send + Sync>;
 struct ThreadInfo {
     stealer: Stealer<JobRef>,
     mailbox: Mailbox,
+    /// The pool-level FIFO of `Pool::spawn_fifo` from this worker.
+    fifo: SegQueue<JobRef>,
     /// On a line of its own: the owner writes it per task, while thieves
     /// read `stealer` per steal attempt.
     counters: CachePadded<WorkerCounters>,
@@ -98,6 +101,7 @@ impl Registry {
                 CachePadded::new(ThreadInfo {
                     stealer: deque.stealer(),
                     mailbox: Mailbox::default(),
+                    fifo: SegQueue::new(),
                     counters: CachePadded::new(WorkerCounters::default()),
                     terminate: CoreLatch::new(),
                 })
@@ -208,6 +212,15 @@ impl Registry {
                 _ => self.inject(job, here_index),
             },
         }
+    }
+
+    /// `Pool::spawn_fifo` from `worker`: the job goes behind the worker's
+    /// earlier FIFO spawns, and an indirect job onto its deque.
+    pub(crate) fn push_fifo(&self, worker: &WorkerThread, job: JobRef) {
+        let fifo = &self.thread_infos[worker.index()].fifo;
+        fifo.push(job);
+        // SAFETY: the registry owns the FIFO and outlives its workers.
+        worker.push(unsafe { crate::job::fifo_indirect(fifo) });
     }
 
     /// Push to the shared queue and make sure someone will see it.

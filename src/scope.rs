@@ -18,7 +18,7 @@
 //! the owner's stack, may end the moment the last unit is released.
 
 use crate::group::Group;
-use crate::job::{JobRef, Next};
+use crate::job::{self, JobRef, Next};
 use crate::latch::CountLatch;
 use crate::registry::Registry;
 use crate::unwind;
@@ -201,24 +201,12 @@ impl<'scope> ScopeFifo<'scope> {
                 fifo.push(job_ref);
                 // SAFETY: the FIFO lives as long as the scope, which waits
                 // for the real job this indirect job will run.
-                worker.push(unsafe { JobRef::new(NonNull::from(fifo).cast(), run_fifo_front) });
+                worker.push(unsafe { job::fifo_indirect(fifo) });
             }
             // From outside the pool the shared queue is FIFO already.
             None => self.base.registry.inject(job_ref, None),
         }
     }
-}
-
-/// The indirect job of a FIFO spawn: run the front of the FIFO it points
-/// at. There is one indirect job per real job, so the FIFO is never empty
-/// here.
-unsafe fn run_fifo_front(fifo: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
-    // SAFETY: made by `spawn_fifo` from a live FIFO of a scope that waits
-    // for the job we are about to pop (it holds a unit).
-    let fifo = unsafe { fifo.cast::<SegQueue<JobRef>>().as_ref() };
-    let job = fifo.pop().expect("one FIFO job per indirect job");
-    // SAFETY: popped once, so run once; after `pop` we never touch the FIFO.
-    unsafe { job.execute(worker) }
 }
 
 impl ScopeKind for ScopeFifo<'_> {

@@ -117,3 +117,31 @@ fn a_panic_in_a_fifo_task_cancels_the_rest_and_is_resumed() {
     assert_eq!(ran.load(Ordering::SeqCst), 0);
     assert_eq!(pool.install(|| 7), 7);
 }
+
+#[test]
+fn pool_spawn_fifo_from_a_worker_runs_in_spawn_order_and_spawn_in_reverse() {
+    use std::sync::Arc;
+    let pool = Arc::new(Pool::builder().num_threads(1).build().unwrap());
+    for fifo in [true, false] {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (p, l) = (pool.clone(), log.clone());
+        pool.install(move || {
+            for i in 0..5 {
+                let l = l.clone();
+                let task = move || l.lock().unwrap().push(i);
+                if fifo {
+                    p.spawn_fifo(task);
+                } else {
+                    p.spawn(task);
+                }
+            }
+        });
+        pool.wait_idle();
+        let expected: Vec<i32> = if fifo {
+            vec![0, 1, 2, 3, 4]
+        } else {
+            vec![4, 3, 2, 1, 0]
+        };
+        assert_eq!(*log.lock().unwrap(), expected, "fifo = {fifo}");
+    }
+}
