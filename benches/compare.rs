@@ -124,6 +124,35 @@ fn bench_fib_join(ours: &Pool, theirs: &rayon::ThreadPool) {
     );
 }
 
+/// `fib_join_cutoff/40`: joins above n = 19, sequential below (speed-up,
+/// not overhead).
+fn fib_join_cutoff(n: u64) -> u64 {
+    if n < 20 {
+        return fib_seq(n);
+    }
+    let (a, b) = sixfold::join(|| fib_join_cutoff(n - 1), || fib_join_cutoff(n - 2));
+    a + b
+}
+
+fn fib_rayon_cutoff(n: u64) -> u64 {
+    if n < 20 {
+        return fib_seq(n);
+    }
+    let (a, b) = rayon::join(|| fib_rayon_cutoff(n - 1), || fib_rayon_cutoff(n - 2));
+    a + b
+}
+
+fn bench_fib_join_cutoff(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 40;
+    let expect = 102_334_155;
+    compare(
+        "fib_join_cutoff/40",
+        5,
+        side(|| || assert_eq!(ours.install(|| fib_join_cutoff(black_box(n))), expect)),
+        side(|| || assert_eq!(theirs.install(|| fib_rayon_cutoff(black_box(n))), expect)),
+    );
+}
+
 fn fib_seq(n: u64) -> u64 {
     if n < 2 {
         n
@@ -531,9 +560,10 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 10] = [
+    let benches: [(&str, Bench); 11] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_join/30", bench_fib_join),
+        ("fib_join_cutoff/40", bench_fib_join_cutoff),
         ("chain/1000000", bench_chain),
         ("spawn_flat/1000000", bench_spawn_flat),
         ("enqueue_flat/1000000", bench_enqueue_flat),

@@ -68,7 +68,7 @@ use crossbeam_utils::CachePadded;
 /// Search rounds (with a yield between them) before getting sleepy. One
 /// under loom, so the models stay small (the protocol does not depend on
 /// the number).
-const ROUNDS_UNTIL_SLEEPY: u32 = if cfg!(loom) { 1 } else { 16 };
+const ROUNDS_UNTIL_SLEEPY: u32 = if cfg!(loom) { 1 } else { 10 };
 /// One more round after getting sleepy, then sleep.
 const ROUNDS_UNTIL_SLEEPING: u32 = ROUNDS_UNTIL_SLEEPY + 1;
 
