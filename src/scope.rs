@@ -63,14 +63,18 @@ where
 {
     match WorkerThread::current() {
         Some(worker) => scope_on_worker(worker, op),
-        None => {
-            let pool = crate::Pool::builder()
-                .num_threads(0)
-                .build()
-                .expect("a pool without threads needs no resources");
-            pool.install(|| scope(op))
-        }
+        None => on_calling_thread(|| scope(op)),
     }
+}
+
+/// Outside every pool: run `f` as the guest of a pool without threads, so
+/// everything it spawns runs on the calling thread.
+fn on_calling_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    crate::Pool::builder()
+        .num_threads(0)
+        .build()
+        .expect("a pool without threads needs no resources")
+        .install(f)
 }
 
 fn scope_on_worker<'scope, OP, R>(worker: &WorkerThread, op: OP) -> R
@@ -176,13 +180,7 @@ where
             };
             finish_scope(worker, &scope.base, || op(&scope))
         }
-        None => {
-            let pool = crate::Pool::builder()
-                .num_threads(0)
-                .build()
-                .expect("a pool without threads needs no resources");
-            pool.install(|| scope_fifo(op))
-        }
+        None => on_calling_thread(|| scope_fifo(op)),
     }
 }
 
