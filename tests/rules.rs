@@ -25,6 +25,21 @@ fn delta(pool: &Pool, f: impl FnOnce()) -> Stats {
     pool.stats().since(&before)
 }
 
+/// Keep a one-worker pool's only worker busy (in a task blocked on a
+/// gate) until the returned closure is called.
+fn hold_the_only_worker(pool: &Pool) -> impl FnOnce() {
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    pool.spawn(move || {
+        let _ = wait.recv();
+    });
+    // Let the worker take the blocker. The tests below hold either way:
+    // if it has not yet, the blocker waits in the shared queue first.
+    std::thread::sleep(Duration::from_millis(20));
+    move || {
+        let _ = release.send(());
+    }
+}
+
 /// Spawns `spawned`, then returns `returned` from `execute`.
 struct SpawnThenReturn {
     log: Log,
@@ -140,17 +155,13 @@ fn rule_4_mailbox_comes_before_the_shared_queue() {
     // Hold the only worker, then queue one task in the shared queue and one
     // in its mailbox. (Whether or not the worker already took the blocker,
     // the mailbox is looked at before the shared queue.)
-    let gate = Arc::new(Mutex::new(()));
-    let held = gate.lock().unwrap();
-    let blocker_gate = gate.clone();
-    pool.spawn(move || drop(blocker_gate.lock().unwrap()));
-    std::thread::sleep(Duration::from_millis(20));
+    let release = hold_the_only_worker(&pool);
     let l = log.clone();
     pool.enqueue(move || l.lock().unwrap().push("shared"));
     let l = log.clone();
     pool.spawn_with_affinity(0, move || l.lock().unwrap().push("mailbox"))
         .unwrap();
-    drop(held);
+    release();
     pool.wait_idle();
     assert_eq!(*log.lock().unwrap(), ["mailbox", "shared"]);
 }
@@ -167,16 +178,12 @@ fn rule_5_enqueued_tasks_on_one_worker_run_in_fifo_order() {
 fn rule_5_outside_enqueues_run_in_fifo_order() {
     let pool = one_worker();
     let log = Log::default();
-    let gate = Arc::new(Mutex::new(()));
-    let held = gate.lock().unwrap();
-    let blocker_gate = gate.clone();
-    pool.spawn(move || drop(blocker_gate.lock().unwrap()));
-    std::thread::sleep(Duration::from_millis(20));
+    let release = hold_the_only_worker(&pool);
     for name in ["1", "2", "3", "4", "5"] {
         let l = log.clone();
         pool.enqueue(move || l.lock().unwrap().push(name));
     }
-    drop(held);
+    release();
     pool.wait_idle();
     assert_eq!(*log.lock().unwrap(), ["1", "2", "3", "4", "5"]);
 }
