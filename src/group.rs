@@ -40,6 +40,10 @@ pub(crate) struct Group {
     cancelled: AtomicBool,
     /// The first panic of a structured group, resumed by its waiter.
     panic: Mutex<Option<Box<dyn Any + Send>>>,
+    /// Set before any of the group's work goes to the shared queue: a
+    /// nested wait for this group must then take rule 5 (see
+    /// `worker::WaitAccess`), or it could wait for a task only it would run.
+    used_shared_queue: AtomicBool,
 }
 
 impl Group {
@@ -48,6 +52,7 @@ impl Group {
             completion: CachePadded::new(Completion::Structured(latch)),
             cancelled: AtomicBool::new(false),
             panic: Mutex::new(None),
+            used_shared_queue: AtomicBool::new(false),
         }
     }
 
@@ -56,6 +61,7 @@ impl Group {
             completion: CachePadded::new(Completion::Static(IdleCounter::new())),
             cancelled: AtomicBool::new(false),
             panic: Mutex::new(None),
+            used_shared_queue: AtomicBool::new(false),
         }
     }
 
@@ -87,6 +93,21 @@ impl Group {
                 Completion::Static(idle) => idle.release(),
             }
         }
+    }
+
+    /// Some of the group's work is about to go to the shared queue. Call
+    /// before the push, so a waiter that sees the task sees the flag too.
+    #[inline]
+    pub(crate) fn note_shared_queue(&self) {
+        if !self.used_shared_queue.load(Ordering::Relaxed) {
+            self.used_shared_queue.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// The flag `note_shared_queue` sets, for the group's waiter.
+    #[inline]
+    pub(crate) fn used_shared_queue(&self) -> &AtomicBool {
+        &self.used_shared_queue
     }
 
     #[inline]

@@ -108,7 +108,8 @@ where
             Some(job) => worker.run_chain(job, Rule::OwnDeque),
             None => {
                 // Stolen: work by the six rules until the thief is done.
-                worker.wait_until(latch);
+                // `b` went to our deque, never to the shared queue.
+                worker.wait_until(latch, None);
                 break;
             }
         }

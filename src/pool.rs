@@ -436,7 +436,10 @@ fn run_on_worker(worker: &WorkerThread, tasks: Vec<TaskRef>) -> Group {
     }
     // SAFETY: the group lives on this frame until after the wait.
     unsafe { CountLatch::release(group.latch()) };
-    worker.wait_until(group.latch().as_core().expect("a worker's latch"));
+    worker.wait_until(
+        group.latch().as_core().expect("a worker's latch"),
+        Some(group.used_shared_queue()),
+    );
     group
 }
 

@@ -31,7 +31,7 @@ use crate::stats::{Stats, WorkerCounters};
 use crate::sync::{AtomicBool, AtomicU64, Ordering, fence};
 use crate::task::{Dispatch, ReadyNode};
 use crate::unwind;
-use crate::worker::{WorkerGuard, WorkerThread};
+use crate::worker::{GUEST_STACK_BUDGET, WorkerGuard, WorkerThread, default_thread_stack_size};
 use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
@@ -181,17 +181,12 @@ impl Registry {
         &self.thread_infos[index].stealer
     }
 
-    /// Work that a sleeper could miss if nobody woke it: the shared queue
-    /// and its own mailbox (checked after fence F2).
-    pub(crate) fn has_injected_work(&self, index: usize) -> bool {
-        !self.shared.is_empty() || !self.mailbox(index).is_empty()
-    }
-
     /// Send a ready node where its placement says. `here` is the calling
     /// worker if it belongs to this pool.
     pub(crate) fn route_ready(self: &Arc<Self>, ready: ReadyNode, here: Option<&WorkerThread>) {
         let (dispatch, affinity) = ready.placement();
         let here_index = here.map(WorkerThread::index);
+        let group = ready.group();
         let job = ready.into_job();
         match affinity {
             // Always the mailbox, even when the target is the calling worker:
@@ -209,7 +204,14 @@ impl Registry {
             }
             _ => match (dispatch, here) {
                 (Dispatch::Spawn, Some(worker)) => worker.push(job),
-                _ => self.inject(job, here_index),
+                _ => {
+                    // SAFETY: a ready node's group lives until the node ran
+                    // (the node or a descendant of it holds a unit).
+                    if let Some(group) = unsafe { group.as_ref() } {
+                        group.note_shared_queue();
+                    }
+                    self.inject(job, here_index)
+                }
             },
         }
     }
@@ -303,7 +305,7 @@ impl Registry {
         debug_assert_eq!(self.num_threads, 0);
         let mut slot = self.guest.lock();
         let deque = slot.take().expect("guest slot held twice");
-        let worker = WorkerThread::enter(deque, 0, self.clone());
+        let worker = WorkerThread::enter(deque, 0, self.clone(), GUEST_STACK_BUDGET);
         // Put the deque back even if `f` panics.
         struct Restore<'a> {
             worker: Option<WorkerGuard>,
@@ -398,7 +400,10 @@ fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
     // Task panics are caught per task; a panic out here is a scheduler bug,
     // and a silently dead worker would hang its pool. Fail loudly instead.
     let abort_guard = unwind::AbortIfPanic;
-    let worker = WorkerThread::enter(deque, index, registry.clone());
+    let stack_budget = registry
+        .stack_size
+        .unwrap_or_else(default_thread_stack_size);
+    let worker = WorkerThread::enter(deque, index, registry.clone(), stack_budget);
     if let Some(handler) = &registry.start_handler
         && let Err(payload) = unwind::halt_unwinding(|| handler(index))
     {
@@ -407,7 +412,7 @@ fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
             unwind::payload_message(&*payload)
         );
     }
-    worker.wait_until(&registry.thread_infos[index].terminate);
+    worker.wait_until(&registry.thread_infos[index].terminate, None);
     if let Some(handler) = &registry.exit_handler
         && let Err(payload) = unwind::halt_unwinding(|| handler(index))
     {

@@ -100,7 +100,10 @@ fn finish_scope<R>(worker: &WorkerThread, scope: &Scope<'_>, body: impl FnOnce()
     // Drop the body's hold, then work until every spawned job is done.
     // SAFETY: the scope lives on the caller's frame until after the wait.
     unsafe { CountLatch::release(scope.group.latch()) };
-    worker.wait_until(scope.group.latch().as_core().expect("a worker's latch"));
+    worker.wait_until(
+        scope.group.latch().as_core().expect("a worker's latch"),
+        Some(scope.group.used_shared_queue()),
+    );
     match result {
         Err(payload) => unwind::resume_unwinding(payload),
         Ok(value) => {
@@ -124,7 +127,10 @@ impl<'scope> Scope<'scope> {
         let job_ref = unsafe { ScopeJob::into_job_ref(self, body) };
         match WorkerThread::current_in(&self.registry) {
             Some(worker) => worker.push(job_ref),
-            None => self.registry.inject(job_ref, None),
+            None => {
+                self.group.note_shared_queue();
+                self.registry.inject(job_ref, None)
+            }
         }
     }
 }
@@ -202,7 +208,10 @@ impl<'scope> ScopeFifo<'scope> {
                 worker.push(unsafe { job::fifo_indirect(fifo) });
             }
             // From outside the pool the shared queue is FIFO already.
-            None => self.base.registry.inject(job_ref, None),
+            None => {
+                self.base.group.note_shared_queue();
+                self.base.registry.inject(job_ref, None)
+            }
         }
     }
 }

@@ -64,6 +64,7 @@ pub(crate) struct WorkerCounters {
     steal_attempts: AtomicU64,
     steals: AtomicU64,
     sleeps: AtomicU64,
+    stack_guarded_waits: AtomicU64,
 }
 
 #[inline]
@@ -93,12 +94,18 @@ impl WorkerCounters {
         bump(&self.sleeps, 1);
     }
 
+    #[inline]
+    pub(crate) fn stack_guarded_wait(&self) {
+        bump(&self.stack_guarded_waits, 1);
+    }
+
     pub(crate) fn snapshot(&self) -> WorkerStats {
         WorkerStats {
             tasks_by_rule: std::array::from_fn(|i| self.by_rule[i].load(Ordering::Relaxed)),
             steal_attempts: self.steal_attempts.load(Ordering::Relaxed),
             steals: self.steals.load(Ordering::Relaxed),
             sleeps: self.sleeps.load(Ordering::Relaxed),
+            stack_guarded_waits: self.stack_guarded_waits.load(Ordering::Relaxed),
         }
     }
 }
@@ -114,6 +121,9 @@ pub struct WorkerStats {
     pub steals: u64,
     /// Times the worker blocked in the sleep protocol.
     pub sleeps: u64,
+    /// Nested waits that began past half of the worker's stack and so did
+    /// not steal (the stack guard, see ARCHITECTURE.md).
+    pub stack_guarded_waits: u64,
 }
 
 impl WorkerStats {
@@ -164,6 +174,7 @@ impl Stats {
                         steal_attempts: now.steal_attempts - before.steal_attempts,
                         steals: now.steals - before.steals,
                         sleeps: now.sleeps - before.sleeps,
+                        stack_guarded_waits: now.stack_guarded_waits - before.stack_guarded_waits,
                     }
                 })
                 .collect(),
@@ -204,6 +215,7 @@ impl fmt::Display for Stats {
             total.steal_attempts += w.steal_attempts;
             total.steals += w.steals;
             total.sleeps += w.sleeps;
+            total.stack_guarded_waits += w.stack_guarded_waits;
         }
         row("all", &total)
     }

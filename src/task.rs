@@ -417,6 +417,12 @@ impl ReadyNode {
         (meta.dispatch, affinity)
     }
 
+    /// The group the node was submitted to (null for a node whose handle
+    /// was dropped before submission, which only gets cancelled).
+    pub(crate) fn group(&self) -> *const Group {
+        header(self.node).group.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn into_job(self) -> JobRef {
         // SAFETY: the node stays allocated until its execution completes
         // it, and it is pushed to exactly one queue.

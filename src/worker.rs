@@ -19,6 +19,21 @@
 //! (`sleep/`), and a worker that waits for a latch (`run`, the pool's
 //! terminate latch) keeps doing all of this until the latch is set.
 //!
+//! A wait inside a task (a `join`, a scope, a `run` from a worker) is
+//! *nested*: it sits on the stack of the task that waits, and whatever it
+//! runs meanwhile sits on top. Two guards keep that bounded (`WaitAccess`):
+//!
+//! - **Stack guard.** Beyond half of its stack, a nested wait does not
+//!   steal (rule 6) any more; it runs only what is its own (rules 3 and 4)
+//!   and otherwise sleeps until its latch is set. Without this, a worker
+//!   whose joins keep getting stolen nests unrelated stolen tasks without
+//!   limit (rayon #854).
+//! - **Rule 5 only at the outermost level.** A nested wait leaves enqueued
+//!   tasks to workers at their outermost loop, so it is not held up by
+//!   unrelated long work. Exception, for liveness: a wait whose own group
+//!   put work into the shared queue (`Group::note_shared_queue`) takes
+//!   rule 5, at any depth, since no one else may be free to.
+//!
 //! Invariants: only the owning thread pushes to or pops from the tail of
 //! its deque and pops its mailbox; a `JobRef` taken from any source is
 //! executed exactly once; a `WorkerThread` is reachable from its thread's
@@ -29,10 +44,63 @@ use crate::job::JobRef;
 use crate::latch::CoreLatch;
 use crate::registry::Registry;
 use crate::stats::{Rule, WorkerCounters};
+use crate::sync::{AtomicBool, Ordering};
 use crate::task::ReadyNode;
 use std::cell::Cell;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
+
+/// What a wait may take besides its own deque and mailbox.
+pub(crate) struct WaitAccess<'a> {
+    /// Rule 5: always at the outermost level.
+    shared: SharedAccess<'a>,
+    /// Rule 6: false once a nested wait is past half of its stack.
+    steal: bool,
+}
+
+enum SharedAccess<'a> {
+    Always,
+    Never,
+    /// When the waited-for group has used the shared queue.
+    IfSet(&'a AtomicBool),
+}
+
+impl WaitAccess<'_> {
+    /// The outermost loop of a worker: all six rules.
+    const OUTERMOST: WaitAccess<'static> = WaitAccess {
+        shared: SharedAccess::Always,
+        steal: true,
+    };
+
+    #[inline]
+    fn may_take_shared(&self) -> bool {
+        match self.shared {
+            SharedAccess::Always => true,
+            SharedAccess::Never => false,
+            SharedAccess::IfSet(flag) => flag.load(Ordering::SeqCst),
+        }
+    }
+}
+
+/// The stack size std gives a thread when none is asked for.
+pub(crate) fn default_thread_stack_size() -> usize {
+    std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2 << 20)
+}
+
+/// How much stack a guest thread (the caller of a zero-thread pool) is
+/// assumed to have left where it enters: its real size is unknown.
+pub(crate) const GUEST_STACK_BUDGET: usize = 1 << 20;
+
+/// An address in the caller's frame: the stack pointer, give or take a
+/// frame. Stacks grow down on every platform Rust's std threads run on.
+#[inline(always)]
+fn approximate_stack_pointer() -> usize {
+    let marker = 0u8;
+    std::hint::black_box(&marker) as *const u8 as usize
+}
 
 thread_local! {
     static WORKER_THREAD: Cell<*const WorkerThread> = const { Cell::new(ptr::null()) };
@@ -73,15 +141,23 @@ pub(crate) struct WorkerThread {
     /// The TLS value to restore when this worker ends (a guest may run on a
     /// thread that already is a worker of another pool).
     previous: *const WorkerThread,
+    /// Waits on this thread's stack right now (0 in no wait).
+    wait_depth: Cell<u32>,
+    /// A nested wait whose frame lies below this address (half of the
+    /// stack used) does not steal.
+    steal_floor: usize,
 }
 
 impl WorkerThread {
     /// Make the calling thread worker `index` of `registry` until the
     /// returned guard's `leave`.
+    /// `stack_budget`: the stack the thread has from here on; the stack
+    /// guard stops steals in nested waits once half of it is used.
     pub(crate) fn enter(
         deque: Worker<JobRef>,
         index: usize,
         registry: Arc<Registry>,
+        stack_budget: usize,
     ) -> WorkerGuard {
         let previous = WORKER_THREAD.with(Cell::get);
         let seed =
@@ -94,6 +170,8 @@ impl WorkerThread {
             rng: Cell::new(seed | 1),
             registry,
             previous,
+            wait_depth: Cell::new(0),
+            steal_floor: approximate_stack_pointer().saturating_sub(stack_budget / 2),
         }));
         WORKER_THREAD.with(|cell| cell.set(ptr));
         WorkerGuard {
@@ -181,14 +259,25 @@ impl WorkerThread {
     /// Rules 3 to 6, in order.
     #[inline]
     pub(crate) fn find_work(&self) -> Option<(JobRef, Rule)> {
+        self.find_work_with(&WaitAccess::OUTERMOST)
+    }
+
+    /// Rules 3 to 6, in order, as far as `access` allows.
+    #[inline]
+    fn find_work_with(&self, access: &WaitAccess<'_>) -> Option<(JobRef, Rule)> {
         if let Some(job) = self.deque.pop() {
             return Some((job, Rule::OwnDeque));
         }
         if let Some(job) = self.registry.mailbox(self.index).pop() {
             return Some((job, Rule::Mailbox));
         }
-        if let Some(job) = self.registry.shared.pop(self.index) {
+        if access.may_take_shared()
+            && let Some(job) = self.registry.shared.pop(self.index)
+        {
             return Some((job, Rule::SharedQueue));
+        }
+        if !access.steal {
+            return None;
         }
         self.steal().map(|job| (job, Rule::Steal))
     }
@@ -238,36 +327,65 @@ impl WorkerThread {
     }
 
     /// Work by the six rules until `latch` is set, sleeping on it when there
-    /// is nothing to do.
+    /// is nothing to do. `group_flag`: the waited-for group's
+    /// `used_shared_queue`, if the wait is for a group.
+    ///
+    /// The outermost wait of a thread uses all six rules; a nested one is
+    /// limited as the module documentation says.
     ///
     /// While work keeps coming, the sleep counters are not touched: only a
     /// worker whose search came back empty registers as idle. (Registering
     /// around every task would make all workers hammer the one shared
     /// counter word.)
-    pub(crate) fn wait_until(&self, latch: &CoreLatch) {
+    pub(crate) fn wait_until(&self, latch: &CoreLatch, group_flag: Option<&AtomicBool>) {
+        let depth = self.wait_depth.get();
+        let access = if depth == 0 {
+            WaitAccess::OUTERMOST
+        } else {
+            // The stack does not move during the wait: one check suffices.
+            let steal = cfg!(miri) || approximate_stack_pointer() > self.steal_floor;
+            if !steal {
+                self.counters().stack_guarded_wait();
+            }
+            WaitAccess {
+                shared: group_flag.map_or(SharedAccess::Never, SharedAccess::IfSet),
+                steal,
+            }
+        };
+        self.wait_depth.set(depth + 1);
         while !latch.probe() {
-            if let Some((job, rule)) = self.find_work() {
+            if let Some((job, rule)) = self.find_work_with(&access) {
                 self.run_chain(job, rule);
                 continue;
             }
-            self.search_or_sleep(latch);
+            self.search_or_sleep(latch, &access);
         }
+        self.wait_depth.set(depth);
     }
 
     /// The idle path: search in rounds, get sleepy, sleep, until a task
     /// turns up (run it and return) or the latch is set.
     #[cold]
-    fn search_or_sleep(&self, latch: &CoreLatch) {
+    fn search_or_sleep(&self, latch: &CoreLatch, access: &WaitAccess<'_>) {
         let sleep = &self.registry.sleep;
         let mut idle = sleep.start_looking(self.index);
+        let mut passed_on = false;
         while !latch.probe() {
-            if let Some((job, rule)) = self.find_work() {
+            if let Some((job, rule)) = self.find_work_with(access) {
                 sleep.work_found(|| !self.registry.shared.is_empty());
                 self.run_chain(job, rule);
                 return;
             }
+            // Enqueued work this wait may not take: the wake that announced
+            // it may have come here. Hand it on, once per search, to every
+            // sleeper: one of them may be the waiter that needs it.
+            if !passed_on && !access.may_take_shared() && !self.registry.shared.is_empty() {
+                passed_on = true;
+                sleep.wake_sleepers();
+            }
             if sleep.no_work_found(&mut idle, latch, || {
-                self.registry.has_injected_work(self.index)
+                (access.may_take_shared() && !self.registry.shared.is_empty())
+                    || !self.registry.mailbox(self.index).is_empty()
             }) {
                 self.counters().slept();
             }

@@ -333,6 +333,16 @@ impl Sleep {
         }
     }
 
+    /// Wake every sleeper: a nested wait saw enqueued work it may not take
+    /// (see `worker::WaitAccess`) and hands it on. Rare, and bounded: each
+    /// such wait does it at most once per search.
+    #[cold]
+    pub(crate) fn wake_sleepers(&self) {
+        if self.counters.load().sleeping_threads() > 0 {
+            self.wake_any_threads(self.worker_sleep_states.len());
+        }
+    }
+
     /// A latch owned by worker `index` was set while it slept on it.
     pub(crate) fn notify_worker_latch_is_set(&self, index: usize) {
         self.wake_specific_thread(index);

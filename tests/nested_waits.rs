@@ -1,0 +1,216 @@
+//! The two guards on waits inside tasks (ARCHITECTURE.md, "Waiting
+//! inside a task"): past half of its stack a nested wait stops stealing,
+//! and only a worker's outermost loop takes enqueued tasks (rule 5), except
+//! for a wait whose own work went to the shared queue.
+
+use sixfold::{Pool, TaskRef, join, scope};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Spin (yielding) until `cond` holds or `limit` passed.
+fn wait_for(limit: Duration, cond: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    while !cond() {
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+    true
+}
+
+thread_local! {
+    /// How many of the overflow test's tasks are on this thread's stack.
+    static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+static MAX_DEPTH: AtomicUsize = AtomicUsize::new(0);
+
+/// rayon #854's shape. One worker holds 10,000 unrelated tasks in its deque
+/// and does not run them itself; the others steal them. Each task joins two
+/// halves: `a` waits until `b` was stolen, `b` sleeps briefly. So every
+/// join waits for a thief, and while it waits its worker steals the next
+/// unrelated task on top of the waiting one. With the guard disabled,
+/// workers nested 28 to 56 of these tasks (10 runs), and with each task's
+/// 8 KiB of scratch a 256 KiB stack overflowed in 6 runs of 6, aborting the
+/// test binary. Guarded, the nesting stops at half of the stack (7 deep).
+#[test]
+fn stealing_during_waits_cannot_overflow_a_small_stack() {
+    const TASKS: usize = 10_000;
+    let pool = Arc::new(
+        Pool::builder()
+            .num_threads(4)
+            .stack_size(256 << 10)
+            .build()
+            .unwrap(),
+    );
+    let done = Arc::new(AtomicUsize::new(0));
+    let (d, p) = (done.clone(), pool.clone());
+    pool.spawn(move || {
+        // The producer: push every task onto this worker's deque, then
+        // stay out of the way (not a scheduler wait: it takes no task).
+        for _ in 0..TASKS {
+            let d = d.clone();
+            p.spawn(move || {
+                let depth = DEPTH.with(|c| {
+                    c.set(c.get() + 1);
+                    c.get()
+                });
+                MAX_DEPTH.fetch_max(depth, Ordering::Relaxed);
+                // The task's own working memory: 8 KiB of scratch on the
+                // stack, as real tasks have (a parser's buffer, a small
+                // matrix). It is what makes each nesting level cost.
+                let scratch = std::hint::black_box([depth as u8; 8 << 10]);
+                let b_started = AtomicBool::new(false);
+                join(
+                    || {
+                        wait_for(Duration::from_micros(300), || {
+                            b_started.load(Ordering::Acquire)
+                        })
+                    },
+                    || {
+                        b_started.store(true, Ordering::Release);
+                        std::thread::sleep(Duration::from_micros(50));
+                    },
+                );
+                std::hint::black_box(&scratch);
+                DEPTH.with(|c| c.set(c.get() - 1));
+                d.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        while d.load(Ordering::Relaxed) < TASKS {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    pool.wait_idle();
+    assert_eq!(done.load(Ordering::Relaxed), TASKS);
+    let stats = pool.stats();
+    let guarded: u64 = stats.workers.iter().map(|w| w.stack_guarded_waits).sum();
+    let depth = MAX_DEPTH.load(Ordering::Relaxed);
+    eprintln!("deepest nesting: {depth} tasks on one stack");
+    // The shape really nests that deep: the guard had to step in.
+    assert!(guarded > 0, "the stack guard never engaged:\n{stats}");
+    // 8 KiB of scratch each: 16 would fill the whole stack.
+    assert!(depth < 16, "{depth} tasks nested on a 256 KiB stack");
+}
+
+/// A worker waiting in a nested join does not take an unrelated enqueued
+/// task: `b` is stolen and takes 30 ms, a 300 ms task is enqueued meanwhile,
+/// and the join returns without having run it.
+#[test]
+fn a_nested_wait_leaves_enqueued_tasks_to_outer_loops() {
+    let pool = Arc::new(Pool::builder().num_threads(2).build().unwrap());
+    let long_ran_on = Arc::new(AtomicUsize::new(usize::MAX));
+    let joined = Arc::new(AtomicBool::new(false));
+    let (p, ran_on, j) = (pool.clone(), long_ran_on.clone(), joined.clone());
+    let (caller, long_during_join) = pool.install(move || {
+        let caller = sixfold::current_worker().unwrap();
+        let b_started = AtomicBool::new(false);
+        join(
+            || {
+                assert!(wait_for(Duration::from_secs(10), || b_started
+                    .load(Ordering::Acquire)));
+                let (ran_on, j) = (ran_on.clone(), j.clone());
+                // Enqueued by `a`'s worker while `b` runs on the other one.
+                p.enqueue(move || {
+                    let during = !j.load(Ordering::SeqCst);
+                    ran_on.store(
+                        sixfold::current_worker().unwrap() | (usize::from(during) << 8),
+                        Ordering::SeqCst,
+                    );
+                    std::thread::sleep(Duration::from_millis(300));
+                });
+            },
+            || {
+                b_started.store(true, Ordering::Release);
+                std::thread::sleep(Duration::from_millis(30));
+            },
+        );
+        j.store(true, Ordering::SeqCst);
+        // Did the long task start on this worker before the join returned?
+        let v = ran_on.load(Ordering::SeqCst);
+        (caller, v != usize::MAX && (v & 0xff) == caller)
+    });
+    assert!(
+        !long_during_join,
+        "worker {caller} ran the enqueued task inside its nested join"
+    );
+    pool.wait_idle();
+    assert_ne!(long_ran_on.load(Ordering::SeqCst), usize::MAX);
+}
+
+/// Liveness: on a one-worker pool, a `run` inside a task whose nodes
+/// enqueue more nodes must take them (rule 5) although it is nested.
+#[test]
+fn a_nested_run_takes_its_own_enqueued_nodes() {
+    let pool = Arc::new(Pool::builder().num_threads(1).build().unwrap());
+    let count = Arc::new(AtomicUsize::new(0));
+    let (p, c) = (pool.clone(), count.clone());
+    pool.install(move || {
+        let c2 = c.clone();
+        p.run([TaskRef::from_fn(move |cx| {
+            for _ in 0..100 {
+                let c = c2.clone();
+                cx.enqueue(TaskRef::from_fn(move |_| {
+                    c.fetch_add(1, Ordering::Relaxed);
+                }));
+            }
+        })]);
+        assert_eq!(c.load(Ordering::Relaxed), 100);
+    });
+    assert_eq!(count.load(Ordering::Relaxed), 100);
+}
+
+/// Liveness: a scope whose tasks are spawned from a thread outside the pool
+/// (so they go to the shared queue) completes on a one-worker pool, where
+/// the scope's own nested wait is the only one who can run them.
+#[test]
+fn a_nested_scope_takes_its_tasks_from_the_shared_queue() {
+    let pool = Pool::builder().num_threads(1).build().unwrap();
+    let count = AtomicUsize::new(0);
+    pool.install(|| {
+        // Nested: inside a task (the install job) of the one worker.
+        join(
+            || {
+                scope(|s| {
+                    std::thread::scope(|ts| {
+                        ts.spawn(|| {
+                            for _ in 0..50 {
+                                s.spawn(|_| {
+                                    count.fetch_add(1, Ordering::Relaxed);
+                                });
+                            }
+                        });
+                    });
+                });
+            },
+            || (),
+        );
+    });
+    assert_eq!(count.load(Ordering::Relaxed), 50);
+}
+
+/// Unrelated enqueued work still runs while every worker is inside a
+/// nested wait, once one of them gets back to its outermost loop.
+#[test]
+fn enqueued_work_runs_after_nested_waits_end() {
+    let pool = Arc::new(Pool::builder().num_threads(2).build().unwrap());
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..200 {
+        let (p, r) = (pool.clone(), ran.clone());
+        pool.spawn(move || {
+            join(
+                || {
+                    let r = r.clone();
+                    p.enqueue(move || {
+                        r.fetch_add(1, Ordering::Relaxed);
+                    });
+                    std::thread::sleep(Duration::from_micros(100));
+                },
+                || std::thread::sleep(Duration::from_micros(100)),
+            );
+        });
+    }
+    pool.wait_idle();
+    assert_eq!(ran.load(Ordering::Relaxed), 200);
+}
