@@ -6,28 +6,38 @@
 //! stand-in built on loom's mutex (tokio does the same with its own run
 //! queue): the scheduler's protocols (sleep, wake-ups, latches) are then
 //! model-checked against a queue loom can interleave, and the real deque is
-//! covered by Miri and ThreadSanitizer instead.
+//! covered by ThreadSanitizer instead.
+//!
+//! Miri uses the stand-in too. crossbeam's steal reads a slot that the
+//! owner may be overwriting at that moment (after the ring wrapped) and
+//! throws the value away when its CAS fails: a race crossbeam documents as
+//! a deliberate volatile-access hack (`Buffer::read`/`write`), which Miri
+//! reports as undefined behaviour. It is crossbeam's, not ours, and rayon
+//! lives with the same; the stand-in lets Miri check sixfold's own unsafe
+//! code without it.
 //!
 //! Invariant kept by both: only the owner calls `push` and `pop`; `steal`
 //! may report `Retry`, which callers treat as "try again", never "empty".
 
-#[cfg(not(loom))]
+#[cfg(not(any(loom, miri)))]
 pub(crate) use crossbeam_deque::{Steal, Stealer, Worker};
 
-#[cfg(loom)]
+#[cfg(any(loom, miri))]
 pub(crate) use crossbeam_deque::Steal;
-#[cfg(loom)]
+#[cfg(any(loom, miri))]
 pub(crate) use stand_in::{Stealer, Worker};
 
-#[cfg(loom)]
+#[cfg(any(loom, miri))]
 mod stand_in {
     use crate::sync::{Arc, Mutex};
     use crossbeam_deque::Steal;
     use std::collections::VecDeque;
 
-    /// The owner's end: push and pop at the back.
+    /// The owner's end: push at the back, pop at the back (LIFO) or the
+    /// front (FIFO).
     pub(crate) struct Worker<T> {
         items: Arc<Mutex<VecDeque<T>>>,
+        fifo: bool,
     }
 
     /// A thief's end: steal from the front.
@@ -47,13 +57,25 @@ mod stand_in {
         pub(crate) fn new_lifo() -> Self {
             Worker {
                 items: Arc::new(Mutex::new(VecDeque::new())),
+                fifo: false,
+            }
+        }
+        pub(crate) fn new_fifo() -> Self {
+            Worker {
+                items: Arc::new(Mutex::new(VecDeque::new())),
+                fifo: true,
             }
         }
         pub(crate) fn push(&self, item: T) {
             self.items.lock().push_back(item);
         }
         pub(crate) fn pop(&self) -> Option<T> {
-            self.items.lock().pop_back()
+            let mut items = self.items.lock();
+            if self.fifo {
+                items.pop_front()
+            } else {
+                items.pop_back()
+            }
         }
         pub(crate) fn is_empty(&self) -> bool {
             self.items.lock().is_empty()

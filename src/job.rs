@@ -14,7 +14,6 @@ use crate::latch::LockLatch;
 use crate::stats::Rule;
 use crate::unwind;
 use crate::worker::WorkerThread;
-use crossbeam_queue::SegQueue;
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
@@ -70,27 +69,6 @@ impl JobRef {
         // SAFETY: forwarded from the caller: first and only execution.
         unsafe { (self.execute_fn)(self.pointer, worker) }
     }
-}
-
-/// An *indirect* job: running it runs the front of `fifo` (the per-worker
-/// FIFOs of `scope_fifo` and `Pool::spawn_fifo`, after the Rayon RFC). The
-/// caller pushes exactly one real job onto `fifo` per indirect job, so the
-/// FIFO is never empty when one runs.
-///
-/// # Safety
-/// `fifo` must outlive the indirect job's execution (its owner waits for
-/// the real job the indirect job will run, or owns the FIFO for good).
-pub(crate) unsafe fn fifo_indirect(fifo: &SegQueue<JobRef>) -> JobRef {
-    // SAFETY: forwarded to the caller.
-    unsafe { JobRef::new(NonNull::from(fifo).cast(), run_fifo_front) }
-}
-
-unsafe fn run_fifo_front(fifo: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
-    // SAFETY: made by `fifo_indirect` from a FIFO that outlives this call.
-    let fifo = unsafe { fifo.cast::<SegQueue<JobRef>>().as_ref() };
-    let job = fifo.pop().expect("one FIFO job per indirect job");
-    // SAFETY: popped once, so run once; after `pop` the FIFO is not touched.
-    unsafe { job.execute(worker) }
 }
 
 /// What a stack job produced.

@@ -45,6 +45,7 @@
 mod context;
 mod deque;
 mod error;
+mod fifo;
 mod group;
 mod job;
 mod join;

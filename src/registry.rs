@@ -21,6 +21,7 @@
 
 use crate::deque::{Stealer, Worker};
 use crate::error::BuildError;
+use crate::fifo::WorkerFifo;
 use crate::group::Group;
 use crate::job::JobRef;
 use crate::latch::{CoreLatch, WakeOwner};
@@ -32,7 +33,6 @@ use crate::sync::{AtomicBool, AtomicU64, Ordering, fence};
 use crate::task::{Dispatch, ReadyNode};
 use crate::unwind;
 use crate::worker::{GUEST_STACK_BUDGET, WorkerGuard, WorkerThread, default_thread_stack_size};
-use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::any::Any;
@@ -47,7 +47,7 @@ struct ThreadInfo {
     stealer: Stealer<JobRef>,
     mailbox: Mailbox,
     /// The pool-level FIFO of `Pool::spawn_fifo` from this worker.
-    fifo: SegQueue<JobRef>,
+    fifo: WorkerFifo,
     /// On a line of its own: the owner writes it per task, while thieves
     /// read `stealer` per steal attempt.
     counters: CachePadded<WorkerCounters>,
@@ -97,11 +97,12 @@ impl Registry {
         let deques: Vec<Worker<JobRef>> = (0..num_slots).map(|_| Worker::new_lifo()).collect();
         let thread_infos = deques
             .iter()
-            .map(|deque| {
+            .enumerate()
+            .map(|(index, deque)| {
                 CachePadded::new(ThreadInfo {
                     stealer: deque.stealer(),
                     mailbox: Mailbox::default(),
-                    fifo: SegQueue::new(),
+                    fifo: WorkerFifo::new(index),
                     counters: CachePadded::new(WorkerCounters::default()),
                     terminate: CoreLatch::new(),
                 })
@@ -219,10 +220,9 @@ impl Registry {
     /// `Pool::spawn_fifo` from `worker`: the job goes behind the worker's
     /// earlier FIFO spawns, and an indirect job onto its deque.
     pub(crate) fn push_fifo(&self, worker: &WorkerThread, job: JobRef) {
-        let fifo = &self.thread_infos[worker.index()].fifo;
-        fifo.push(job);
-        // SAFETY: the registry owns the FIFO and outlives its workers.
-        worker.push(unsafe { crate::job::fifo_indirect(fifo) });
+        // SAFETY: `worker` is this registry's worker of that index, and the
+        // registry owns the FIFO and outlives its workers.
+        unsafe { self.thread_infos[worker.index()].fifo.push(worker, job) };
     }
 
     /// Push to the shared queue and make sure someone will see it.

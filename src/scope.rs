@@ -17,16 +17,16 @@
 //! closure (and everything it borrowed) was dropped, because the scope, on
 //! the owner's stack, may end the moment the last unit is released.
 
+use crate::fifo::WorkerFifo;
 use crate::group::Group;
-use crate::job::{self, JobRef, Next};
+use crate::job::{JobRef, Next};
 use crate::latch::CountLatch;
 use crate::registry::Registry;
 use crate::unwind;
 use crate::worker::WorkerThread;
-use crossbeam_queue::SegQueue;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A scope for spawning borrowing tasks; see [`scope`].
 pub struct Scope<'scope> {
@@ -140,7 +140,9 @@ impl<'scope> Scope<'scope> {
 pub struct ScopeFifo<'scope> {
     base: Scope<'scope>,
     /// One FIFO per worker slot: the real jobs spawned on that worker.
-    fifos: Box<[SegQueue<JobRef>]>,
+    /// Made on a worker's first spawn (a scope on a big pool may be used
+    /// by few of its workers).
+    fifos: Box<[OnceLock<WorkerFifo>]>,
 }
 
 /// Run `op` with a [`ScopeFifo`]: like [`scope`], but the tasks one worker
@@ -182,7 +184,7 @@ where
                     registry: registry.clone(),
                     _marker: PhantomData,
                 },
-                fifos: (0..registry.num_slots()).map(|_| SegQueue::new()).collect(),
+                fifos: (0..registry.num_slots()).map(|_| OnceLock::new()).collect(),
             };
             finish_scope(worker, &scope.base, || op(&scope))
         }
@@ -201,11 +203,11 @@ impl<'scope> ScopeFifo<'scope> {
         let job_ref = unsafe { ScopeJob::into_job_ref(self, body) };
         match WorkerThread::current_in(&self.base.registry) {
             Some(worker) => {
-                let fifo = &self.fifos[worker.index()];
-                fifo.push(job_ref);
+                let index = worker.index();
+                let fifo = self.fifos[index].get_or_init(|| WorkerFifo::new(index));
                 // SAFETY: the FIFO lives as long as the scope, which waits
-                // for the real job this indirect job will run.
-                worker.push(unsafe { job::fifo_indirect(fifo) });
+                // for the real job the indirect job will run.
+                unsafe { fifo.push(worker, job_ref) };
             }
             // From outside the pool the shared queue is FIFO already.
             None => {

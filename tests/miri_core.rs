@@ -7,7 +7,7 @@
 //! tests too.
 
 use sixfold::{Context, Pool, Task, TaskRef};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 struct Fib {
@@ -303,4 +303,45 @@ fn fifo_scope_indirect_jobs_run_the_front_of_their_fifo() {
         order.sort();
         assert_eq!(order, [0, 1, 2, 3, 4, 5]);
     }
+}
+
+#[test]
+fn a_thief_takes_the_front_of_another_workers_fifo() {
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    // A scope's FIFO: the owner stays busy until the other worker stole an
+    // indirect job and, through it, the front of the owner's FIFO.
+    let stolen = AtomicBool::new(false);
+    pool.scope_fifo(|s| {
+        let owner = sixfold::current_worker();
+        for _ in 0..3 {
+            let stolen = &stolen;
+            s.spawn_fifo(move |_| {
+                if sixfold::current_worker() != owner {
+                    stolen.store(true, Ordering::SeqCst);
+                }
+            });
+        }
+        while !stolen.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    });
+    // The pool-level FIFO of `Pool::spawn_fifo`, the same way.
+    let stolen = Arc::new(AtomicBool::new(false));
+    let flag = stolen.clone();
+    pool.install(|| {
+        let owner = sixfold::current_worker();
+        for _ in 0..3 {
+            let flag = flag.clone();
+            pool.spawn_fifo(move || {
+                if sixfold::current_worker() != owner {
+                    flag.store(true, Ordering::SeqCst);
+                }
+            });
+        }
+        while !flag.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+    });
+    pool.wait_idle();
+    assert!(stolen.load(Ordering::SeqCst));
 }

@@ -1,0 +1,89 @@
+//! Per-worker FIFOs: the indirection of the Rayon RFC on FIFO scopes.
+//!
+//! `scope_fifo` keeps one [`WorkerFifo`] per worker slot and scope, the pool
+//! one per worker for `Pool::spawn_fifo`. Spawning pushes the real job onto
+//! the spawning worker's FIFO and an *indirect* job onto its deque; running
+//! an indirect job (by its worker, rule 3, or a thief, rule 6) runs the
+//! front of the FIFO it points at. So each worker starts its own spawns
+//! oldest first, and a thief that takes one continues with what that task
+//! spawns before it comes back for more.
+//!
+//! A FIFO is a crossbeam deque of the FIFO flavour: only its owner pushes
+//! (a plain store, no CAS, no per-block allocation as in a `SegQueue`) and
+//! pops the front; everyone else steals the front. Invariants: only the
+//! worker whose index is `owner` (the one thread holding that slot; a guest
+//! slot is held by one thread at a time) touches `local`; there is exactly
+//! one indirect job per real job, pushed after it, so a FIFO is never empty
+//! when an indirect job for it runs.
+
+use crate::deque::{Steal, Stealer, Worker};
+use crate::job::{JobRef, Next};
+use crate::worker::WorkerThread;
+use std::cell::UnsafeCell;
+use std::ptr::NonNull;
+
+pub(crate) struct WorkerFifo {
+    owner: usize,
+    /// The owner's end; touched only by worker `owner`.
+    local: UnsafeCell<Worker<JobRef>>,
+    stealer: Stealer<JobRef>,
+}
+
+// SAFETY: `local` is only used by the one thread that is worker `owner`
+// (checked at each use against the running worker's index); everything
+// else goes through the `Stealer`, which is Sync.
+unsafe impl Sync for WorkerFifo {}
+
+impl WorkerFifo {
+    pub(crate) fn new(owner: usize) -> Self {
+        let local = Worker::new_fifo();
+        let stealer = local.stealer();
+        WorkerFifo {
+            owner,
+            local: UnsafeCell::new(local),
+            stealer,
+        }
+    }
+
+    /// Put `job` behind `worker`'s earlier FIFO spawns and an indirect job
+    /// for it onto `worker`'s deque.
+    ///
+    /// # Safety
+    /// `worker` is worker `owner` of the registry whose workers will run
+    /// the indirect job, and `self` outlives that job's execution (its
+    /// owner waits for the real job, or owns the FIFO for good).
+    pub(crate) unsafe fn push(&self, worker: &WorkerThread, job: JobRef) {
+        assert_eq!(worker.index(), self.owner, "a FIFO is pushed by its owner");
+        // SAFETY: we are worker `owner`, the only user of `local`.
+        unsafe { (*self.local.get()).push(job) };
+        // SAFETY: the caller keeps `self` alive for the indirect job.
+        worker.push(unsafe { JobRef::new(NonNull::from(self).cast(), run_front) });
+    }
+
+    /// The oldest job, for the indirect job that `worker` runs.
+    fn take_front(&self, worker: &WorkerThread) -> JobRef {
+        if worker.index() == self.owner {
+            // SAFETY: we are worker `owner`, the only user of `local`.
+            let local = unsafe { &*self.local.get() };
+            return local.pop().expect("one FIFO job per indirect job");
+        }
+        loop {
+            match self.stealer.steal() {
+                Steal::Success(job) => return job,
+                // Lost a race with another claimer: ours is still there.
+                Steal::Retry => std::hint::spin_loop(),
+                Steal::Empty => unreachable!("one FIFO job per indirect job"),
+            }
+        }
+    }
+}
+
+/// The indirect job: run the front of the FIFO it points at.
+unsafe fn run_front(fifo: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
+    // SAFETY: made by `WorkerFifo::push`, whose caller keeps the FIFO alive
+    // until this job ran; indirect jobs of a pool run only on its workers.
+    let fifo = unsafe { fifo.cast::<WorkerFifo>().as_ref() };
+    let job = fifo.take_front(worker);
+    // SAFETY: claimed once (popped or stolen), so run once.
+    unsafe { job.execute(worker) }
+}
