@@ -137,6 +137,7 @@ impl AtomicCounters {
 
     /// Add one to the JEC if `condition` holds for its current value;
     /// return the word as it is afterwards.
+    #[inline]
     pub(crate) fn increment_jobs_event_counter_if(
         &self,
         condition: fn(JobsEventCounter) -> bool,
