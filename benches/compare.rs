@@ -24,6 +24,8 @@
 
 #[path = "../examples/support/cps_fib.rs"]
 mod cps_fib;
+#[path = "support/graph_shapes.rs"]
+mod graph_shapes;
 
 use sixfold::{Pool, TaskRef};
 use std::hint::black_box;
@@ -560,7 +562,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 11] = [
+    let benches: [(&str, Bench); 15] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_join/30", bench_fib_join),
         ("fib_join_cutoff/40", bench_fib_join_cutoff),
@@ -570,6 +572,16 @@ fn main() {
         ("scope_tree/1000000", bench_scope_tree),
         ("scope_fifo_tree/1000000", bench_scope_fifo_tree),
         ("spawn_fifo_flat/1000000", bench_spawn_fifo_flat),
+        ("graph_chain/1000000", graph_shapes::bench_graph_chain),
+        (
+            "graph_binary_tree/20",
+            graph_shapes::bench_graph_binary_tree,
+        ),
+        ("graph_wavefront/1024", graph_shapes::bench_graph_wavefront),
+        (
+            "graph_embarrassing/1000000",
+            graph_shapes::bench_graph_embarrassing,
+        ),
         ("idle_cpu", bench_idle_cpu),
         ("wake_latency", bench_wake_latency),
     ];

@@ -111,6 +111,13 @@ impl LockLatch {
         self.condvar.notify_all();
     }
 
+    /// Make a set latch unset again, for reuse. Only when nobody waits on
+    /// it and its last setter has returned from `set` (the setter may still
+    /// hold an `Arc` to it, which is harmless).
+    pub(crate) fn reset(&self) {
+        *self.is_set.lock() = false;
+    }
+
     /// Block until set.
     pub(crate) fn wait(&self) {
         let mut is_set = self.is_set.lock();
@@ -175,9 +182,15 @@ impl CountLatch {
     }
 
     pub(crate) fn for_thread() -> Self {
+        Self::for_thread_with(Arc::new(LockLatch::new()))
+    }
+
+    /// A thread waiter blocking on `lock` (unset), which the caller reuses
+    /// from one wait to the next.
+    pub(crate) fn for_thread_with(lock: Arc<LockLatch>) -> Self {
         CountLatch {
             count: AtomicUsize::new(1),
-            waiter: CountWaiterRef::Thread(Arc::new(LockLatch::new())),
+            waiter: CountWaiterRef::Thread(lock),
         }
     }
 

@@ -46,6 +46,7 @@ mod context;
 mod deque;
 mod error;
 mod fifo;
+mod graph;
 mod group;
 mod job;
 mod join;
@@ -64,12 +65,13 @@ mod unwind;
 mod worker;
 
 pub use context::{Context, Continuation};
-pub use error::{AffinityError, BuildError, TaskError};
+pub use error::{AffinityError, BuildError, GraphError, TaskError};
+pub use graph::{CancelToken, Graph, NodeId, Subflow};
 pub use join::join;
 pub use pool::{Builder, Pool, current_worker};
 pub use scope::{Scope, ScopeFifo, scope, scope_fifo};
 pub use stats::{Rule, Stats, WorkerStats};
-pub use task::{Task, TaskRef};
+pub use task::{Dispatch, Task, TaskRef};
 
 /// The sleep protocol and the core latch, opened up for the loom models in
 /// `tests/loom_*.rs`. Only compiled under `--cfg loom`; not part of the API.

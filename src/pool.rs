@@ -8,7 +8,8 @@
 //! lock latch, and on a pool without threads the caller becomes the guest
 //! worker.
 
-use crate::error::{AffinityError, BuildError};
+use crate::error::{AffinityError, BuildError, GraphError};
+use crate::graph::Graph;
 use crate::group::Group;
 use crate::job::StackJob;
 use crate::latch::CountLatch;
@@ -376,6 +377,43 @@ impl Pool {
         if let Some(payload) = group.take_panic() {
             unwind::resume_unwinding(payload);
         }
+    }
+
+    /// Run every node of `graph` once, each after all its predecessors, and
+    /// block until all ran. Called from a worker of this pool, the worker
+    /// keeps running tasks while it waits. A built graph runs with no
+    /// allocation of its own, and can run again and again.
+    ///
+    /// Errors: [`GraphError::AffinityOutOfRange`] (checked before anything
+    /// runs), [`GraphError::Cancelled`] if its [`CancelToken`](crate::CancelToken)
+    /// fired. A panic in a node skips the nodes not yet started, lets the
+    /// started ones finish, and is resumed here; the graph stays usable.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let sum = AtomicU64::new(0);
+    /// let mut g = sixfold::Graph::new();
+    /// let sum = &sum;
+    /// let nodes: Vec<_> = (1..=4u64)
+    ///     .map(|i| g.add(move || { sum.fetch_add(i, Ordering::Relaxed); }))
+    ///     .collect();
+    /// for pair in nodes.windows(2) {
+    ///     g.precede(pair[0], pair[1]).unwrap();
+    /// }
+    /// pool.run_graph(&mut g).unwrap();
+    /// assert_eq!(sum.load(Ordering::Relaxed), 10);
+    /// ```
+    pub fn run_graph(&self, graph: &mut Graph<'_>) -> Result<(), GraphError> {
+        crate::graph::run_graph(&self.registry, graph)
+    }
+
+    /// `run_graph` `runs` times in a row; stops at the first error.
+    pub fn run_graph_n(&self, graph: &mut Graph<'_>, runs: usize) -> Result<(), GraphError> {
+        for _ in 0..runs {
+            self.run_graph(graph)?;
+        }
+        Ok(())
     }
 
     /// Block until every `'static` task spawned or enqueued so far (and all

@@ -186,14 +186,36 @@ impl Registry {
     /// worker if it belongs to this pool.
     pub(crate) fn route_ready(self: &Arc<Self>, ready: ReadyNode, here: Option<&WorkerThread>) {
         let (dispatch, affinity) = ready.placement();
-        let here_index = here.map(WorkerThread::index);
         let group = ready.group();
         let job = ready.into_job();
+        self.route(job, dispatch, affinity, here, || {
+            // SAFETY: a ready node's group lives until the node ran (the
+            // node or a descendant of it holds a unit).
+            if let Some(group) = unsafe { group.as_ref() } {
+                group.note_shared_queue();
+            }
+        });
+    }
+
+    /// Send a ready job where its placement says: the mailbox of its
+    /// affinity, else the shared queue (enqueue dispatch, or from outside
+    /// the pool), else `here`'s deque. `before_shared` runs just before a
+    /// push to the shared queue (a waiter's flag, see `worker::WaitAccess`).
+    #[inline]
+    pub(crate) fn route(
+        self: &Arc<Self>,
+        job: JobRef,
+        dispatch: Dispatch,
+        affinity: Option<usize>,
+        here: Option<&WorkerThread>,
+        before_shared: impl FnOnce(),
+    ) {
+        let here_index = here.map(WorkerThread::index);
         match affinity {
             // Always the mailbox, even when the target is the calling worker:
             // its own deque could be stolen from, and affinity means "run
             // there". (Rules 1 and 2 still run such a task in place when
-            // the target is the worker at hand: `ReadyNode::is_local_to`.)
+            // the target is the worker at hand.)
             Some(target) if target < self.num_slots() => {
                 self.mailbox(target).push(job);
                 if Some(target) != here_index {
@@ -206,11 +228,7 @@ impl Registry {
             _ => match (dispatch, here) {
                 (Dispatch::Spawn, Some(worker)) => worker.push(job),
                 _ => {
-                    // SAFETY: a ready node's group lives until the node ran
-                    // (the node or a descendant of it holds a unit).
-                    if let Some(group) = unsafe { group.as_ref() } {
-                        group.note_shared_queue();
-                    }
+                    before_shared();
                     self.inject(job, here_index)
                 }
             },

@@ -1,0 +1,401 @@
+//! Running a built graph on the six-rule loop.
+//!
+//! A run resets nothing up front: every node's `pending` already equals its
+//! in-degree. The roots are routed like any ready node; a worker runs a
+//! node, then decrements its successors. A successor with in-degree one is
+//! ready without an atomic operation (its only predecessor just finished);
+//! the first ready successor that may run here is handed back as rule 2,
+//! the others are routed by their dispatch and affinity. A node restores
+//! its own `pending` when it starts. Nodes without successors (sinks)
+//! release the run's latch; the caller waits on it, working if it is a
+//! worker.
+//!
+//! Cancellation and panics do not stop the walk: a node that starts after
+//! the token fired skips its body but still completes, so every node starts
+//! exactly once per run and the counts are whole again when the run ends.
+//!
+//! Invariants: nothing here touches graph memory after its last decrement
+//! of a successor's count, or after releasing the latch (the run may be
+//! over and the graph freed at once); a node's `children` count is used
+//! only once its body spawned.
+
+use super::{Graph, NO_AFFINITY, Node};
+use crate::error::GraphError;
+use crate::job::{JobRef, Next};
+use crate::latch::{CountLatch, LockLatch};
+use crate::registry::Registry;
+use crate::stats::Rule;
+use crate::task::Dispatch;
+use crate::unwind;
+use crate::worker::WorkerThread;
+use parking_lot::Mutex;
+use std::any::Any;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+/// The state of the run in progress, shared by the graph's nodes. One per
+/// graph, reused by every run.
+pub(crate) struct RunShared {
+    /// Set by the cancel token or the first panic: nodes that start skip
+    /// their bodies.
+    cancel: Arc<AtomicBool>,
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+    /// The run's latch (on the caller's stack) and the first node; written
+    /// before the roots are routed, so every node sees them.
+    latch: AtomicPtr<CountLatch>,
+    nodes: AtomicPtr<Node<'static>>,
+    successor_pool: AtomicPtr<u32>,
+    /// Set before any node goes to the shared queue: a nested wait for the
+    /// run must then take rule 5 (see `worker::WaitAccess`).
+    used_shared_queue: AtomicBool,
+    /// The latch an outside caller blocks on, reused run after run.
+    blocking: Arc<LockLatch>,
+}
+
+impl RunShared {
+    pub(crate) fn new() -> Self {
+        RunShared {
+            cancel: Arc::new(AtomicBool::new(false)),
+            panic: Mutex::new(None),
+            latch: AtomicPtr::new(ptr::null_mut()),
+            nodes: AtomicPtr::new(ptr::null_mut()),
+            successor_pool: AtomicPtr::new(ptr::null_mut()),
+            used_shared_queue: AtomicBool::new(false),
+            blocking: Arc::new(LockLatch::new()),
+        }
+    }
+
+    pub(crate) fn cancel_flag(&self) -> Arc<AtomicBool> {
+        self.cancel.clone()
+    }
+
+    #[inline]
+    fn is_cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    fn record_panic(&self, payload: Box<dyn Any + Send>) {
+        let mut slot = self.panic.lock();
+        if slot.is_none() {
+            *slot = Some(payload);
+        }
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    fn note_shared_queue(&self) {
+        if !self.used_shared_queue.load(Ordering::Relaxed) {
+            self.used_shared_queue.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// What a node's body (or a child it spawned) gets: spawn more work that
+/// the node waits for.
+pub struct Subflow<'s, 'a> {
+    node: &'s Node<'a>,
+    worker: &'s WorkerThread,
+    /// The node's body (which holds no unit of `children` until it first
+    /// spawns) or one of its children (which holds one).
+    is_body: bool,
+    spawned: bool,
+}
+
+impl<'a> Subflow<'_, 'a> {
+    /// Run `f` as a child of this node, on this worker's deque (so idle
+    /// workers may steal it). The node's successors start only after every
+    /// child, and every child's children, finished. A panic in a child
+    /// cancels the rest of the run and is resumed by `run_graph`.
+    pub fn spawn<F>(&mut self, f: F)
+    where
+        F: FnOnce(&mut Subflow<'_, 'a>) + Send + 'a,
+    {
+        if self.is_body && !self.spawned {
+            // The body's own unit plus this child's. Nothing else touches
+            // the count until the child is pushed below.
+            self.node.children.store(2, Ordering::Relaxed);
+        } else {
+            // We hold a unit, so the count cannot reach zero meanwhile.
+            self.node.children.fetch_add(1, Ordering::Relaxed);
+        }
+        self.spawned = true;
+        let job = Box::new(ChildJob {
+            node: NonNull::from(self.node),
+            f,
+        });
+        // SAFETY: the box is leaked into the job, which frees it when it
+        // runs (once); the node outlives the job because `run_graph` waits
+        // for the node, which waits for this child.
+        let job_ref = unsafe {
+            JobRef::new(
+                NonNull::from(Box::leak(job)).cast(),
+                ChildJob::<'a, F>::execute,
+            )
+        };
+        self.worker.push(job_ref);
+    }
+
+    /// The index of the worker running this body.
+    pub fn worker_index(&self) -> usize {
+        self.worker.index()
+    }
+}
+
+/// A child spawned through a `Subflow`.
+struct ChildJob<'a, F> {
+    node: NonNull<Node<'a>>,
+    f: F,
+}
+
+impl<'a, F> ChildJob<'a, F>
+where
+    F: FnOnce(&mut Subflow<'_, 'a>) + Send + 'a,
+{
+    unsafe fn execute(this: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
+        // SAFETY: made by `Subflow::spawn` from a leaked box; run once,
+        // before `run_graph` returns, so while `'a` is alive.
+        let ChildJob { node, f } = *unsafe { Box::from_raw(this.cast::<Self>().as_ptr()) };
+        // SAFETY: the node lives until the run ends, which waits for us.
+        let node = unsafe { node.as_ref() };
+        // SAFETY: the run state outlives the graph's nodes.
+        let shared = unsafe { node.shared.as_ref() };
+        if shared.is_cancelled() {
+            drop(f);
+        } else {
+            let mut subflow = Subflow {
+                node,
+                worker,
+                is_body: false,
+                spawned: false,
+            };
+            if let Err(payload) = unwind::halt_unwinding(|| f(&mut subflow)) {
+                shared.record_panic(payload);
+            }
+        }
+        if node.children.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // SAFETY: the last unit of the node: it completes now, once.
+            unsafe { complete(node, worker) }.map(|succ| Next {
+                job: node_job(succ),
+                rule: Rule::Successor,
+            })
+        } else {
+            None
+        }
+    }
+}
+
+/// The job of a ready node.
+#[inline]
+fn node_job(node: &Node<'_>) -> JobRef {
+    // SAFETY: the node lives until the run ends; it is ready, so exactly
+    // one job for it exists in this run.
+    unsafe { JobRef::new(NonNull::from(node).cast(), execute_node) }
+}
+
+/// Run a ready node and, while each node makes a successor ready that may
+/// run here, that successor (rule 2), without going back through the
+/// worker loop: a chain runs as one tight loop.
+unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
+    // SAFETY: a node job points at a node of a graph that is running. Its
+    // borrow `'a` is erased to `'static`: the run ends before `'a` does.
+    let mut node = unsafe { this.cast::<Node<'static>>().as_ref() };
+    loop {
+        // SAFETY: `node` is ready (its job was taken, or we made it ready).
+        match unsafe { run_node(node, worker) } {
+            Some(next) => {
+                worker.count_task(Rule::Successor);
+                node = next;
+            }
+            None => return None,
+        }
+    }
+}
+
+/// Reset a ready node's count, run its body unless the run is cancelled,
+/// and complete it unless children still run. Returns the successor to run
+/// next here, if any.
+///
+/// # Safety
+/// `node` is ready, and this is its only execution in this run.
+#[inline]
+unsafe fn run_node<'a>(node: &'a Node<'a>, worker: &WorkerThread) -> Option<&'a Node<'a>> {
+    // Ready for the next run: nobody decrements it again in this one.
+    node.pending.store(node.in_degree, Ordering::Relaxed);
+    // SAFETY: the run state outlives the graph's nodes.
+    let shared = unsafe { node.shared.as_ref() };
+    let mut spawned = false;
+    if !shared.is_cancelled() {
+        let mut subflow = Subflow {
+            node,
+            worker,
+            is_body: true,
+            spawned: false,
+        };
+        let call = node.call;
+        let body = node.body.as_ptr();
+        // SAFETY: only the worker running the node touches its body, and a
+        // node runs once per run; `call` was made for what `body` holds.
+        if let Err(payload) = unwind::halt_unwinding(|| unsafe { call(body, &mut subflow) }) {
+            shared.record_panic(payload);
+        }
+        spawned = subflow.spawned;
+    }
+    if spawned && node.children.fetch_sub(1, Ordering::AcqRel) != 1 {
+        // The last child completes the node.
+        return None;
+    }
+    // SAFETY: the node's body and children are done: it completes once.
+    unsafe { complete(node, worker) }
+}
+
+/// The node finished: decrement its successors, hand back the first one it
+/// made ready that may run here (rule 2), route the rest; or, for a sink,
+/// release the run's latch.
+///
+/// # Safety
+/// Called once per node and run, when its body and children are done.
+#[inline]
+unsafe fn complete<'a>(node: &Node<'a>, worker: &WorkerThread) -> Option<&'a Node<'a>> {
+    // SAFETY: the run state outlives the graph's nodes.
+    let shared = unsafe { node.shared.as_ref() };
+    let list = node.successors;
+    if list.len == 0 {
+        let latch = shared.latch.load(Ordering::Relaxed);
+        // SAFETY: the latch lives on the caller's frame until its count,
+        // which includes this sink, reaches zero. Last touch of the run.
+        unsafe { CountLatch::release(latch) };
+        return None;
+    }
+    let base = shared
+        .nodes
+        .load(Ordering::Relaxed)
+        .cast_const()
+        .cast::<Node<'a>>();
+    let successors = if list.len <= 2 {
+        list.inline.as_ptr()
+    } else {
+        // SAFETY: the pool holds this node's list at that offset.
+        unsafe {
+            shared
+                .successor_pool
+                .load(Ordering::Relaxed)
+                .cast_const()
+                .add(list.inline[0] as usize)
+        }
+    };
+    let here = worker.index();
+    let mut next = None;
+    // Safe to read the pool between decrements: while one is left to
+    // decrement, some sink cannot finish, so the run cannot end.
+    for k in 0..list.len as usize {
+        // SAFETY: `k` is within the node's list; successor indices are in
+        // bounds of the running graph.
+        let succ = unsafe { &*base.add(*successors.add(k) as usize) };
+        // A single predecessor needs no atomic: it is ready now.
+        let ready = succ.in_degree == 1 || succ.pending.fetch_sub(1, Ordering::AcqRel) == 1;
+        if !ready {
+            continue;
+        }
+        let affinity = (succ.affinity != NO_AFFINITY).then_some(succ.affinity as usize);
+        let local = succ.dispatch == Dispatch::Spawn && affinity.is_none_or(|a| a == here);
+        if local && next.is_none() {
+            next = Some(succ);
+        } else {
+            worker.registry().route(
+                node_job(succ),
+                succ.dispatch,
+                affinity,
+                Some(worker),
+                || shared.note_shared_queue(),
+            );
+        }
+    }
+    next
+}
+
+/// `Pool::run_graph`: run every node of `graph` once, in dependency order.
+pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Result<(), GraphError> {
+    graph.refresh_shape();
+    if graph.nodes.is_empty() {
+        return Ok(());
+    }
+    if let Some((worker, node)) = graph.max_affinity
+        && worker as usize >= registry.num_slots()
+    {
+        return Err(GraphError::AffinityOutOfRange {
+            node: graph.label(node as usize),
+            worker: worker as usize,
+            num_workers: registry.num_slots(),
+        });
+    }
+    let shared = &*graph.shared;
+    shared
+        .nodes
+        .store(graph.nodes.as_ptr().cast_mut().cast(), Ordering::Relaxed);
+    shared
+        .successor_pool
+        .store(graph.successor_pool.as_ptr().cast_mut(), Ordering::Relaxed);
+    shared.used_shared_queue.store(false, Ordering::Relaxed);
+    let roots = &graph.roots;
+    let sinks = graph.sinks;
+    match WorkerThread::current_in(registry) {
+        Some(worker) => run_on_worker(worker, shared, roots, sinks),
+        None if registry.num_threads() == 0 => {
+            registry.with_guest(|worker| run_on_worker(worker, shared, roots, sinks))
+        }
+        None => {
+            shared.blocking.reset();
+            let latch = CountLatch::for_thread_with(shared.blocking.clone());
+            start(registry, shared, &latch, roots, sinks, None);
+            latch.wait_blocking();
+        }
+    }
+    // Every node ran (or was skipped): take the outcome, and clear the
+    // token so the graph can run again.
+    let panic = shared.panic.lock().take();
+    let cancelled = shared.cancel.swap(false, Ordering::Relaxed);
+    if let Some(payload) = panic {
+        unwind::resume_unwinding(payload);
+    }
+    if cancelled {
+        Err(GraphError::Cancelled)
+    } else {
+        Ok(())
+    }
+}
+
+fn run_on_worker(worker: &WorkerThread, shared: &RunShared, roots: &[u32], sinks: usize) {
+    let registry = worker.registry();
+    let latch = CountLatch::for_worker(registry.wake_owner(worker.index()));
+    start(registry, shared, &latch, roots, sinks, Some(worker));
+    worker.wait_until(
+        latch.as_core().expect("a worker's latch"),
+        Some(&shared.used_shared_queue),
+    );
+}
+
+/// Publish the latch, route the roots, drop the caller's hold.
+fn start(
+    registry: &Arc<Registry>,
+    shared: &RunShared,
+    latch: &CountLatch,
+    roots: &[u32],
+    sinks: usize,
+    here: Option<&WorkerThread>,
+) {
+    latch.add(sinks);
+    shared
+        .latch
+        .store(ptr::from_ref(latch).cast_mut(), Ordering::Relaxed);
+    let base = shared.nodes.load(Ordering::Relaxed).cast_const();
+    for &r in roots {
+        // SAFETY: root indices are in bounds of the running graph.
+        let root = unsafe { &*base.add(r as usize) };
+        let affinity = (root.affinity != NO_AFFINITY).then_some(root.affinity as usize);
+        registry.route(node_job(root), root.dispatch, affinity, here, || {
+            shared.note_shared_queue()
+        });
+    }
+    // SAFETY: the latch lives on the caller's frame until after its wait.
+    unsafe { CountLatch::release(latch) };
+}
