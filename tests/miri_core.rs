@@ -345,3 +345,56 @@ fn a_thief_takes_the_front_of_another_workers_fifo() {
     pool.wait_idle();
     assert!(stolen.load(Ordering::SeqCst));
 }
+
+#[test]
+fn graph_nodes_run_inline_and_boxed_bodies_subflows_and_are_dropped() {
+    let owned = Arc::new(());
+    for threads in [0, 1, 2] {
+        let pool = Pool::builder().num_threads(threads).build().unwrap();
+        let runs = AtomicUsize::new(0);
+        let children = AtomicUsize::new(0);
+        {
+            let mut g = sixfold::Graph::new();
+            // Inline body (one reference) and a boxed one (too big to fit).
+            let small = g.add(|| {
+                runs.fetch_add(1, Ordering::Relaxed);
+            });
+            let keep = owned.clone();
+            let big = [7u64; 8];
+            let runs_ref = &runs;
+            let boxed = g.add(move || {
+                let _ = &keep;
+                runs_ref.fetch_add(big.iter().sum::<u64>() as usize / 56, Ordering::Relaxed);
+            });
+            // A node with more than two successors uses the shared pool.
+            let fan: Vec<_> = (0..4)
+                .map(|_| {
+                    g.add_subflow(|sf| {
+                        sf.spawn(|sf| {
+                            children.fetch_add(1, Ordering::Relaxed);
+                            sf.spawn(|_| {
+                                children.fetch_add(1, Ordering::Relaxed);
+                            });
+                        });
+                    })
+                })
+                .collect();
+            g.precede(small, boxed).unwrap();
+            for &f in &fan {
+                g.precede(boxed, f).unwrap();
+            }
+            pool.run_graph(&mut g).unwrap();
+            pool.install(|| pool.run_graph(&mut g)).unwrap();
+            assert_eq!(runs.load(Ordering::Relaxed), 4);
+            assert_eq!(children.load(Ordering::Relaxed), 16);
+            // Cancelled from a node: the rest is skipped, then it runs again.
+            let token = g.cancel_token();
+            let stop = g.add(move || token.cancel());
+            g.precede(stop, small).unwrap();
+            assert_eq!(pool.run_graph(&mut g), Err(sixfold::GraphError::Cancelled));
+            assert_eq!(runs.load(Ordering::Relaxed), 4);
+        }
+        // The graph dropped its bodies, including the boxed one's capture.
+        assert_eq!(Arc::strong_count(&owned), 1);
+    }
+}
