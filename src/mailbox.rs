@@ -3,14 +3,37 @@
 //! A mailbox is a FIFO that any thread may push to and only its owner pops
 //! from. A push is followed by a targeted wake of the owner
 //! (`Sleep::new_mailbox_job`), so a task with affinity never waits for a
-//! sleeping owner. Invariant: only worker `k` pops mailbox `k`.
+//! sleeping owner.
+//!
+//! It also tells other workers whether its owner will come for a proxy soon
+//! (`proxy.rs`): the owner marks itself idle while it searches or sleeps,
+//! and counts what it takes.
+//!
+//! Invariants: only worker `k` pops mailbox `k`, sets its idle flag and
+//! bumps its count (single writer: a relaxed load and store suffice).
 
 use crate::job::JobRef;
-use crossbeam_queue::SegQueue;
+use crate::ring_queue::RingQueue;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
-#[derive(Default)]
 pub(crate) struct Mailbox {
-    queue: SegQueue<JobRef>,
+    /// A ring first: pushing allocates nothing in steady state.
+    queue: RingQueue<JobRef>,
+    /// Entries the owner has taken so far.
+    taken: AtomicU64,
+    /// The owner is searching for work or asleep (or not started yet).
+    idle: AtomicBool,
+}
+
+impl Default for Mailbox {
+    fn default() -> Self {
+        Mailbox {
+            queue: RingQueue::new(64),
+            taken: AtomicU64::new(0),
+            // A worker that has not started yet will look here first.
+            idle: AtomicBool::new(true),
+        }
+    }
 }
 
 impl Mailbox {
@@ -21,7 +44,38 @@ impl Mailbox {
     /// Owner only.
     #[inline]
     pub(crate) fn pop(&self) -> Option<JobRef> {
-        self.queue.pop()
+        let job = self.queue.pop()?;
+        self.taken
+            .store(self.taken.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        Some(job)
+    }
+
+    /// The owner's progress so far, to stamp a proxy with.
+    #[inline]
+    pub(crate) fn progress(&self) -> u64 {
+        self.taken.load(Ordering::Relaxed)
+    }
+
+    /// Owner only: it starts searching for work.
+    #[inline]
+    pub(crate) fn set_idle(&self) {
+        self.idle.store(true, Ordering::Relaxed);
+    }
+
+    /// Owner only: it runs something (a store only when that changes).
+    #[inline]
+    pub(crate) fn set_busy(&self) {
+        if self.idle.load(Ordering::Relaxed) {
+            self.idle.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Will the owner come for an entry stamped `stamp` soon? Yes if it is
+    /// idle (and so checks its mailbox next; a push wakes it if asleep) or
+    /// has taken something since: it is working through its mailbox.
+    #[inline]
+    pub(crate) fn will_come_soon(&self, stamp: u64) -> bool {
+        self.idle.load(Ordering::Relaxed) || self.progress() != stamp
     }
 
     pub(crate) fn is_empty(&self) -> bool {

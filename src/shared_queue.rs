@@ -1,7 +1,8 @@
 //! The shared enqueue queue (rule 5): fair, approximately FIFO, scalable.
 //!
 //! As in oneTBB, the queue is a set of lanes, each a lock-free FIFO
-//! (`crossbeam_queue::SegQueue`). There is one lane per worker slot. A thread
+//! (`RingQueue`: a preallocated ring with an unbounded queue behind it, so
+//! pushing allocates nothing in steady state). There is one lane per worker slot. A thread
 //! always pushes into its own *home lane*: worker `i` into lane `i`, and a
 //! thread outside the pool into a lane picked once per thread, round robin.
 //! A worker pops from its home lane first, then from the others in order.
@@ -15,13 +16,16 @@
 //! sleep protocol's final check looks at every lane.
 
 use crate::job::JobRef;
-use crossbeam_queue::SegQueue;
+use crate::ring_queue::RingQueue;
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// Tasks a lane holds before it spills into its unbounded part.
+const LANE_RING: usize = 256;
+
 pub(crate) struct SharedQueue {
-    lanes: Box<[CachePadded<SegQueue<JobRef>>]>,
+    lanes: Box<[CachePadded<RingQueue<JobRef>>]>,
     next_outside_lane: AtomicUsize,
 }
 
@@ -34,7 +38,7 @@ impl SharedQueue {
     pub(crate) fn new(num_lanes: usize) -> Self {
         SharedQueue {
             lanes: (0..num_lanes.max(1))
-                .map(|_| CachePadded::new(SegQueue::new()))
+                .map(|_| CachePadded::new(RingQueue::new(LANE_RING)))
                 .collect(),
             next_outside_lane: AtomicUsize::new(0),
         }
