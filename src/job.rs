@@ -19,6 +19,9 @@ use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+/// The low address bit that marks a proxy entry.
+const PROXY_TAG: usize = 1;
+
 /// A reference to a job, as stored in the scheduler's queues.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct JobRef {
@@ -46,14 +49,48 @@ impl JobRef {
     /// # Safety
     /// `pointer` must stay valid until the job is executed, and
     /// `execute_fn(pointer, ..)` must be sound to call once from any worker.
+    /// Its address is even (every job type is at least word-aligned): the
+    /// low bit marks proxies.
     pub(crate) unsafe fn new(
         pointer: NonNull<()>,
         execute_fn: unsafe fn(NonNull<()>, &WorkerThread) -> Option<Next>,
     ) -> JobRef {
+        debug_assert_eq!(pointer.as_ptr() as usize & PROXY_TAG, 0);
         JobRef {
             pointer,
             execute_fn,
         }
+    }
+
+    /// A proxy entry (`proxy.rs`): the same as `new`, marked.
+    ///
+    /// # Safety
+    /// As for `new`.
+    pub(crate) unsafe fn new_proxy(
+        pointer: NonNull<()>,
+        execute_fn: unsafe fn(NonNull<()>, &WorkerThread) -> Option<Next>,
+    ) -> JobRef {
+        // SAFETY: setting the low bit of a non-null address keeps it non-null.
+        let tagged =
+            unsafe { NonNull::new_unchecked(pointer.as_ptr().map_addr(|a| a | PROXY_TAG)) };
+        JobRef {
+            pointer: tagged,
+            execute_fn,
+        }
+    }
+
+    /// Is this an entry of a proxy (a task with affinity, placed twice)?
+    #[inline]
+    pub(crate) fn is_proxy(&self) -> bool {
+        self.pointer.as_ptr() as usize & PROXY_TAG != 0
+    }
+
+    /// The job's data, without the proxy mark.
+    #[inline]
+    pub(crate) fn pointer(&self) -> NonNull<()> {
+        // SAFETY: clearing the low bit of an address whose untagged form is
+        // non-null (it was made from a NonNull) keeps it non-null.
+        unsafe { NonNull::new_unchecked(self.pointer.as_ptr().map_addr(|a| a & !PROXY_TAG)) }
     }
 
     /// Do both refer to the same job?
@@ -67,7 +104,7 @@ impl JobRef {
     #[inline]
     pub(crate) unsafe fn execute(self, worker: &WorkerThread) -> Option<Next> {
         // SAFETY: forwarded from the caller: first and only execution.
-        unsafe { (self.execute_fn)(self.pointer, worker) }
+        unsafe { (self.execute_fn)(self.pointer(), worker) }
     }
 }
 

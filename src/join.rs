@@ -105,7 +105,11 @@ where
                 };
             }
             // Work `a` left on the deque above `b`: run it first.
-            Some(job) => worker.run_chain(job, Rule::OwnDeque),
+            Some(job) => {
+                if let Some(job) = worker.resolve(job) {
+                    worker.run_chain(job, Rule::OwnDeque);
+                }
+            }
             None => {
                 // Stolen: work by the six rules until the thief is done.
                 // `b` went to our deque, never to the shared queue.

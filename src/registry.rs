@@ -26,6 +26,7 @@ use crate::group::Group;
 use crate::job::JobRef;
 use crate::latch::{CoreLatch, WakeOwner};
 use crate::mailbox::Mailbox;
+use crate::proxy::{Proxy, Taken};
 use crate::shared_queue::SharedQueue;
 use crate::sleep::Sleep;
 use crate::stats::{Stats, WorkerCounters};
@@ -217,12 +218,25 @@ impl Registry {
             // there". (Rules 1 and 2 still run such a task in place when
             // the target is the worker at hand.)
             Some(target) if target < self.num_slots() => {
-                self.mailbox(target).push(job);
-                if Some(target) != here_index {
-                    self.sleep.new_mailbox_job(target);
-                }
-                if here.is_none() {
-                    self.start_drainer_if_needed();
+                let mailbox = self.mailbox(target);
+                match here {
+                    // Our own affinity: our mailbox is all it needs.
+                    Some(worker) if worker.index() == target => mailbox.push(job),
+                    // A proxy: the mailbox and our own deque.
+                    Some(worker) => {
+                        let proxy = Proxy::new_pair(job, target, mailbox.progress());
+                        mailbox.push(proxy);
+                        self.sleep.new_mailbox_job(target);
+                        worker.push(proxy);
+                    }
+                    // From outside: the mailbox and the shared queue.
+                    None => {
+                        let proxy = Proxy::new_pair(job, target, mailbox.progress());
+                        mailbox.push(proxy);
+                        self.sleep.new_mailbox_job(target);
+                        before_shared();
+                        self.inject(proxy, None);
+                    }
                 }
             }
             _ => match (dispatch, here) {
@@ -383,6 +397,32 @@ impl Registry {
     }
 }
 
+impl Drop for Registry {
+    /// Give back proxy entries left in the shared queue, the mailboxes and a
+    /// guest deque: their tasks ran through the other entry (the pool only
+    /// stops once its tasks are done), so each take finds them claimed.
+    fn drop(&mut self) {
+        let guest = self.guest.get_mut().take();
+        let mut leftovers: Vec<JobRef> = std::iter::from_fn(|| self.shared.pop(0)).collect();
+        for info in self.thread_infos.iter() {
+            leftovers.extend(std::iter::from_fn(|| info.mailbox.pop()));
+        }
+        if let Some(deque) = guest {
+            leftovers.extend(std::iter::from_fn(|| deque.pop()));
+        }
+        for job in leftovers {
+            if job.is_proxy() {
+                // SAFETY: the entry came out of a queue; nobody else holds it.
+                let taken = unsafe { Proxy::take(job) };
+                debug_assert!(
+                    matches!(taken, Taken::Nothing),
+                    "a task was lost at pool drop"
+                );
+            }
+        }
+    }
+}
+
 /// `WakeOwner::set_and_wake` for registries: set the latch and wake its
 /// owner, keeping the registry alive across the wake.
 ///
@@ -431,6 +471,7 @@ fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
         );
     }
     worker.wait_until(&registry.thread_infos[index].terminate, None);
+    worker.release_leftovers();
     if let Some(handler) = &registry.exit_handler
         && let Err(payload) = unwind::halt_unwinding(|| handler(index))
     {

@@ -42,6 +42,7 @@
 use crate::deque::{Steal, Worker};
 use crate::job::JobRef;
 use crate::latch::CoreLatch;
+use crate::proxy::{Proxy, Taken};
 use crate::registry::Registry;
 use crate::stats::{Rule, WorkerCounters};
 use crate::sync::{AtomicBool, Ordering};
@@ -242,6 +243,7 @@ impl WorkerThread {
     /// Rules 1 and 2: run `job`, then whatever each task hands straight back.
     #[inline]
     pub(crate) fn run_chain(&self, mut job: JobRef, mut rule: Rule) {
+        self.registry.mailbox(self.index).set_busy();
         loop {
             self.counters().task(rule);
             // SAFETY: every job reaching here was taken from exactly one
@@ -265,21 +267,70 @@ impl WorkerThread {
     /// Rules 3 to 6, in order, as far as `access` allows.
     #[inline]
     fn find_work_with(&self, access: &WaitAccess<'_>) -> Option<(JobRef, Rule)> {
-        if let Some(job) = self.deque.pop() {
-            return Some((job, Rule::OwnDeque));
+        while let Some(job) = self.deque.pop() {
+            if let Some(job) = self.resolve(job) {
+                return Some((job, Rule::OwnDeque));
+            }
         }
-        if let Some(job) = self.registry.mailbox(self.index).pop() {
-            return Some((job, Rule::Mailbox));
+        let mailbox = self.registry.mailbox(self.index);
+        while let Some(job) = mailbox.pop() {
+            if let Some(job) = self.resolve(job) {
+                return Some((job, Rule::Mailbox));
+            }
         }
-        if access.may_take_shared()
-            && let Some(job) = self.registry.shared.pop(self.index)
-        {
-            return Some((job, Rule::SharedQueue));
+        if access.may_take_shared() {
+            while let Some(job) = self.registry.shared.pop(self.index) {
+                if let Some(job) = self.resolve(job) {
+                    return Some((job, Rule::SharedQueue));
+                }
+            }
         }
         if !access.steal {
             return None;
         }
-        self.steal().map(|job| (job, Rule::Steal))
+        loop {
+            let job = self.steal()?;
+            if let Some(job) = self.resolve(job) {
+                return Some((job, Rule::Steal));
+            }
+        }
+    }
+
+    /// A job as taken from a queue, or for a proxy entry (`proxy.rs`): its
+    /// task if we claim it, `None` if it was claimed already or we leave it
+    /// to its target, who will come for it soon.
+    #[inline]
+    pub(crate) fn resolve(&self, job: JobRef) -> Option<JobRef> {
+        if !job.is_proxy() {
+            return Some(job);
+        }
+        self.resolve_proxy(job)
+    }
+
+    #[cold]
+    fn resolve_proxy(&self, entry: JobRef) -> Option<JobRef> {
+        // SAFETY: we hold this entry until `take` or `drop_entry`.
+        let (target, stamp) = unsafe { Proxy::target(&entry) };
+        if target != self.index {
+            if self.registry.mailbox(target).will_come_soon(stamp) {
+                // SAFETY: our entry, given up once.
+                unsafe { Proxy::drop_entry(entry) };
+                return None;
+            }
+            // SAFETY: we hold the entry.
+            if !unsafe { Proxy::stuck_long_enough(&entry) } {
+                // Perhaps a short task: look again later, and let the
+                // target have this core meanwhile if it is waiting for one.
+                self.registry.inject(entry, Some(self.index));
+                crate::sync::thread::yield_now();
+                return None;
+            }
+        }
+        // SAFETY: our entry, consumed here.
+        match unsafe { Proxy::take(entry) } {
+            Taken::Run(job) => Some(job),
+            Taken::Nothing => None,
+        }
     }
 
     /// Rule 6: try the other workers' deques from a random start. `Retry`
@@ -368,7 +419,11 @@ impl WorkerThread {
     #[cold]
     fn search_or_sleep(&self, latch: &CoreLatch, access: &WaitAccess<'_>) {
         let sleep = &self.registry.sleep;
+        let mailbox = self.registry.mailbox(self.index);
         let mut idle = sleep.start_looking(self.index);
+        // Proxies for us are left to us while we look (`proxy.rs`);
+        // `run_chain` marks us busy again.
+        mailbox.set_idle();
         let mut passed_on = false;
         while !latch.probe() {
             if let Some((job, rule)) = self.find_work_with(access) {
@@ -390,7 +445,20 @@ impl WorkerThread {
                 self.counters().slept();
             }
         }
+        mailbox.set_busy();
         sleep.work_found(|| false);
+    }
+
+    /// Before the worker exits: its deque and mailbox can still hold proxy
+    /// entries whose task ran elsewhere; give them back (and run anything
+    /// real, though the pool only stops once its tasks are done).
+    pub(crate) fn release_leftovers(&self) {
+        let mailbox = self.registry.mailbox(self.index);
+        while let Some(job) = self.deque.pop().or_else(|| mailbox.pop()) {
+            if let Some(job) = self.resolve(job) {
+                self.run_chain(job, Rule::OwnDeque);
+            }
+        }
     }
 
     /// Run by the six rules until no rule yields a task (no sleeping): the
