@@ -54,13 +54,16 @@ mod latch;
 mod mailbox;
 mod node_alloc;
 mod pool;
+mod proxy;
 mod registry;
+mod ring_queue;
 mod scope;
 mod shared_queue;
 mod sleep;
 mod stats;
 mod sync;
 mod task;
+mod topology;
 mod unwind;
 mod worker;
 
@@ -72,6 +75,7 @@ pub use pool::{Builder, Pool, current_worker};
 pub use scope::{Scope, ScopeFifo, scope, scope_fifo};
 pub use stats::{Rule, Stats, WorkerStats};
 pub use task::{Dispatch, Task, TaskRef};
+pub use topology::{CoreInfo, Proximity, Topology, TopologySource};
 
 /// The sleep protocol and the core latch, opened up for the loom models in
 /// `tests/loom_*.rs`. Only compiled under `--cfg loom`; not part of the API.
