@@ -35,7 +35,14 @@ fn compile(source: &str) -> u64 {
 fn main() {
     let pool = Pool::new().expect("a pool");
     let sources = [
-        "main.c", "lexer.c", "parser.c", "types.c", "codegen.c", "opt.c", "util.c", "io.c",
+        "main.c",
+        "lexer.c",
+        "parser.c",
+        "types.c",
+        "codegen.c",
+        "opt.c",
+        "util.c",
+        "io.c",
     ];
     // The objects, written by the compile nodes and read by the link node.
     let objects: Vec<AtomicU64> = sources.iter().map(|_| AtomicU64::new(0)).collect();
@@ -54,15 +61,17 @@ fn main() {
         .collect();
     let link = g.add_named("link app", || {
         // Every compile precedes the link: all objects are there.
-        let image = objects
-            .iter()
-            .fold(0u64, |acc, o| acc.rotate_left(5) ^ o.load(Ordering::Relaxed));
+        let image = objects.iter().fold(0u64, |acc, o| {
+            acc.rotate_left(5) ^ o.load(Ordering::Relaxed)
+        });
         assert!(objects.iter().all(|o| o.load(Ordering::Relaxed) != 0));
         binary.store(image, Ordering::Relaxed);
     });
     let test = g.add_named("run tests", || {
         let ok = binary.load(Ordering::Relaxed) != 0;
-        log.lock().unwrap().push(format!("tests: {}", if ok { "passed" } else { "FAILED" }));
+        log.lock()
+            .unwrap()
+            .push(format!("tests: {}", if ok { "passed" } else { "FAILED" }));
     });
     let docs = g.add_named("generate docs", || {
         let pages = sources.len();
@@ -105,9 +114,8 @@ fn main() {
     println!("\nThe graph (render with `dot -Tsvg`):\n\n{}", g.to_dot());
     let stats = last.expect("three runs");
     println!("Which rule supplied each task in the last build:\n\n{stats}");
-    let local = stats.by_rule(Rule::Successor)
-        + stats.by_rule(Rule::OwnDeque)
-        + stats.by_rule(Rule::Steal);
+    let local =
+        stats.by_rule(Rule::Successor) + stats.by_rule(Rule::OwnDeque) + stats.by_rule(Rule::Steal);
     println!(
         "Rule 5 (the shared queue) supplied {} tasks: the install job that started the\n\
          build, and the enqueued test and docs steps. Rules 2, 3 and 6 supplied the {} spawned\n\
