@@ -190,4 +190,44 @@ pub mod loom_api {
             Self::new()
         }
     }
+
+    /// One entry of a mailbox proxy (`proxy.rs`), around a dummy task.
+    pub struct LoomProxyEntry(crate::job::JobRef);
+
+    /// The two entries of a new proxy.
+    pub fn loom_proxy_pair() -> (LoomProxyEntry, LoomProxyEntry) {
+        static TASK: u64 = 0;
+        unsafe fn never_run(
+            _: std::ptr::NonNull<()>,
+            _: &crate::worker::WorkerThread,
+        ) -> Option<crate::job::Next> {
+            unreachable!("the model only claims")
+        }
+        // SAFETY: the dummy task is a static and is never run.
+        let job =
+            unsafe { crate::job::JobRef::new(std::ptr::NonNull::from(&TASK).cast(), never_run) };
+        let entry = crate::proxy::Proxy::new_pair(job, 0, 0);
+        (LoomProxyEntry(entry), LoomProxyEntry(entry))
+    }
+
+    /// Proxies freed so far in this process (each must be freed once).
+    pub fn loom_proxy_frees() -> usize {
+        crate::proxy::FREES.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    impl LoomProxyEntry {
+        /// Take this entry: true if it claimed the task.
+        pub fn take(self) -> bool {
+            // SAFETY: each entry is consumed once (by value).
+            matches!(
+                unsafe { crate::proxy::Proxy::take(self.0) },
+                crate::proxy::Taken::Run(_)
+            )
+        }
+        /// Leave the task to the other entry.
+        pub fn drop_entry(self) {
+            // SAFETY: each entry is consumed once (by value).
+            unsafe { crate::proxy::Proxy::drop_entry(self.0) }
+        }
+    }
 }

@@ -306,8 +306,22 @@ impl Pool {
         self.submit_static(task, Some(Dispatch::Enqueue), None);
     }
 
-    /// Send a `'static` closure to worker `worker`'s mailbox: that worker
-    /// takes it by rule 4.
+    /// Run a `'static` closure on worker `worker` when it can: it goes to
+    /// that worker's mailbox (rule 4) and, as a *proxy*, to the calling
+    /// worker's deque (from outside the pool: the shared queue). The first
+    /// to take either entry claims the task. Other workers leave it to its
+    /// worker while that worker is idle or working through its mailbox, and
+    /// claim it once that worker has been stuck on other work for about a
+    /// millisecond, so a long task on it cannot strand the rest.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.spawn_with_affinity(1, move || tx.send(sixfold::current_worker()).unwrap())
+    ///     .unwrap();
+    /// assert_eq!(rx.recv().unwrap(), Some(1)); // worker 1 was free
+    /// assert!(pool.spawn_with_affinity(2, || {}).is_err()); // no worker 2
+    /// ```
     pub fn spawn_with_affinity<F>(&self, worker: usize, f: F) -> Result<(), AffinityError>
     where
         F: FnOnce() + Send + 'static,

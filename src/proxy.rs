@@ -146,6 +146,8 @@ impl Proxy {
             .fetch_sub(1, Ordering::AcqRel)
             == 1;
         if last {
+            #[cfg(loom)]
+            FREES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             // SAFETY: the last reference: nobody touches it again.
             unsafe {
                 memory.as_ptr().drop_in_place();
@@ -154,6 +156,11 @@ impl Proxy {
         }
     }
 }
+
+/// Proxies freed, for the loom model (a plain std counter: loom runs one
+/// model thread at a time).
+#[cfg(loom)]
+pub(crate) static FREES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// A proxy entry run as a plain job (by a path that does not look at
 /// proxies): claim and run, or do nothing.

@@ -303,9 +303,13 @@ impl<'a> Graph<'a> {
         Ok(())
     }
 
-    /// Run `node` on worker `worker` (its mailbox, rule 4), or anywhere
-    /// with `None`. An index the pool does not have is reported by
-    /// `run_graph` as [`GraphError::AffinityOutOfRange`].
+    /// Prefer worker `worker` for `node` (`None`: anywhere). Like any task
+    /// with affinity it goes to that worker's mailbox (rule 4) and, as a
+    /// proxy, where other workers can reach it: it runs on its worker when
+    /// that worker is free or working through its mailbox, and elsewhere
+    /// only if the worker stays stuck on other work (see `Pool::
+    /// spawn_with_affinity`). An index the pool does not have is reported
+    /// by `run_graph` as [`GraphError::AffinityOutOfRange`].
     pub fn set_affinity(&mut self, node: NodeId, worker: Option<usize>) -> Result<(), GraphError> {
         let i = self.check(node)?;
         self.nodes[i].affinity = match worker {

@@ -48,7 +48,7 @@ pub(crate) struct RunShared {
     successor_pool: AtomicPtr<u32>,
     /// Set before any node goes to the shared queue: a nested wait for the
     /// run must then take rule 5 (see `worker::WaitAccess`).
-    used_shared_queue: AtomicBool,
+    used_shared_queue: crate::sync::AtomicBool,
     /// The latch an outside caller blocks on, reused run after run.
     blocking: Arc<LockLatch>,
 }
@@ -61,7 +61,7 @@ impl RunShared {
             latch: AtomicPtr::new(ptr::null_mut()),
             nodes: AtomicPtr::new(ptr::null_mut()),
             successor_pool: AtomicPtr::new(ptr::null_mut()),
-            used_shared_queue: AtomicBool::new(false),
+            used_shared_queue: crate::sync::AtomicBool::new(false),
             blocking: Arc::new(LockLatch::new()),
         }
     }
