@@ -75,7 +75,7 @@ pub use pool::{Builder, Pool, current_worker};
 pub use scope::{Scope, ScopeFifo, scope, scope_fifo};
 pub use stats::{Rule, Stats, WorkerStats};
 pub use task::{Dispatch, Task, TaskRef};
-pub use topology::{CoreInfo, Proximity, Topology, TopologySource};
+pub use topology::{CoreInfo, Pinning, Proximity, Topology, TopologySource};
 
 /// The sleep protocol and the core latch, opened up for the loom models in
 /// `tests/loom_*.rs`. Only compiled under `--cfg loom`; not part of the API.

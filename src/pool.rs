@@ -16,6 +16,7 @@ use crate::latch::CountLatch;
 use crate::registry::{PanicHandler, Registry, RegistryConfig, ThreadHandler};
 use crate::stats::Stats;
 use crate::task::{Dispatch, TaskRef};
+use crate::topology::{CoreInfo, Pinning, Topology};
 use crate::unwind;
 use crate::worker::WorkerThread;
 use std::any::Any;
@@ -44,6 +45,8 @@ pub struct Builder {
     panic_handler: Option<PanicHandler>,
     start_handler: Option<ThreadHandler>,
     exit_handler: Option<ThreadHandler>,
+    pinning: Pinning,
+    topology: Option<Topology>,
 }
 
 impl fmt::Debug for Builder {
@@ -51,6 +54,7 @@ impl fmt::Debug for Builder {
         f.debug_struct("Builder")
             .field("num_threads", &self.num_threads)
             .field("stack_size", &self.stack_size)
+            .field("pinning", &self.pinning)
             .finish_non_exhaustive()
     }
 }
@@ -115,9 +119,32 @@ impl Builder {
         self
     }
 
+    /// Bind workers to cores ([`Pinning::Cores`]: worker i to the i-th core
+    /// of the topology, wrapping around) or not (the default).
+    ///
+    /// ```
+    /// use sixfold::{Pinning, Pool};
+    /// let pool = Pool::builder().num_threads(2).pinning(Pinning::Cores).build().unwrap();
+    /// let core = pool.worker_core(0).expect("pinned");
+    /// assert_eq!(core, pool.topology().core_for_worker(0));
+    /// ```
+    pub fn pinning(mut self, pinning: Pinning) -> Self {
+        self.pinning = pinning;
+        self
+    }
+
+    /// Use `topology` instead of [`Topology::detect`] (for example one
+    /// built with [`Topology::from_cores`]): it decides where pinned workers
+    /// go and in which order workers look for victims.
+    pub fn topology(mut self, topology: Topology) -> Self {
+        self.topology = Some(topology);
+        self
+    }
+
     /// Start the pool's threads.
     pub fn build(self) -> Result<Pool, BuildError> {
         let num_threads = self.num_threads.unwrap_or_else(default_num_threads);
+        let topology = self.topology.unwrap_or_else(Topology::detect);
         let (registry, threads) = Registry::new(RegistryConfig {
             num_threads,
             thread_name: self.thread_name,
@@ -125,6 +152,8 @@ impl Builder {
             panic_handler: self.panic_handler,
             start_handler: self.start_handler,
             exit_handler: self.exit_handler,
+            topology,
+            pinning: self.pinning,
         })?;
         Ok(Pool { registry, threads })
     }
@@ -461,6 +490,22 @@ impl Pool {
                 }
             }
         });
+    }
+
+    /// The topology the pool was built with (detected, or given to
+    /// [`Builder::topology`]).
+    pub fn topology(&self) -> &Topology {
+        self.registry.topology()
+    }
+
+    /// The core worker `worker` is bound to, if the pool pins its workers
+    /// ([`Pinning::Cores`]); `None` without pinning or for an index the
+    /// pool does not have.
+    pub fn worker_core(&self, worker: usize) -> Option<&CoreInfo> {
+        if worker >= self.registry.num_slots() || self.registry.num_threads() == 0 {
+            return None;
+        }
+        self.registry.pinned_core(worker)
     }
 
     /// A snapshot of the per-worker counters.

@@ -32,6 +32,7 @@ use crate::sleep::Sleep;
 use crate::stats::{Stats, WorkerCounters};
 use crate::sync::{AtomicBool, AtomicU64, Ordering, fence};
 use crate::task::{Dispatch, ReadyNode};
+use crate::topology::{CoreInfo, Pinning, Topology, VictimTiers};
 use crate::unwind;
 use crate::worker::{GUEST_STACK_BUDGET, WorkerGuard, WorkerThread, default_thread_stack_size};
 use crossbeam_utils::CachePadded;
@@ -64,6 +65,8 @@ pub(crate) struct RegistryConfig {
     pub(crate) panic_handler: Option<PanicHandler>,
     pub(crate) start_handler: Option<ThreadHandler>,
     pub(crate) exit_handler: Option<ThreadHandler>,
+    pub(crate) topology: Topology,
+    pub(crate) pinning: Pinning,
 }
 
 pub(crate) struct Registry {
@@ -81,6 +84,10 @@ pub(crate) struct Registry {
     start_handler: Option<ThreadHandler>,
     exit_handler: Option<ThreadHandler>,
     stack_size: Option<usize>,
+    topology: Topology,
+    pinning: Pinning,
+    /// Per worker slot: the other workers, nearest first.
+    victims: Box<[VictimTiers]>,
 }
 
 impl Registry {
@@ -128,6 +135,9 @@ impl Registry {
             start_handler: config.start_handler.take(),
             exit_handler: config.exit_handler.take(),
             stack_size: config.stack_size,
+            victims: VictimTiers::for_pool(&config.topology, config.pinning, num_slots).into(),
+            topology: config.topology,
+            pinning: config.pinning,
         });
 
         let mut handles = Vec::with_capacity(config.num_threads);
@@ -176,6 +186,24 @@ impl Registry {
     #[inline]
     pub(crate) fn mailbox(&self, index: usize) -> &Mailbox {
         &self.thread_infos[index].mailbox
+    }
+
+    /// Worker `index`'s steal victims, nearest tier first.
+    #[inline]
+    pub(crate) fn victims(&self, index: usize) -> &VictimTiers {
+        &self.victims[index]
+    }
+
+    pub(crate) fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The core worker `index` is bound to, if the pool pins.
+    pub(crate) fn pinned_core(&self, index: usize) -> Option<&CoreInfo> {
+        match self.pinning {
+            Pinning::Cores => Some(self.topology.core_for_worker(index)),
+            Pinning::None => None,
+        }
     }
 
     #[inline]
@@ -458,6 +486,17 @@ fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
     // Task panics are caught per task; a panic out here is a scheduler bug,
     // and a silently dead worker would hang its pool. Fail loudly instead.
     let abort_guard = unwind::AbortIfPanic;
+    if let Some(core) = registry.pinned_core(index) {
+        let id = core_affinity::CoreId {
+            id: core.os_index as usize,
+        };
+        if !core_affinity::set_for_current(id) {
+            eprintln!(
+                "sixfold: could not pin worker {index} to CPU {}",
+                core.os_index
+            );
+        }
+    }
     let stack_budget = registry
         .stack_size
         .unwrap_or_else(default_thread_stack_size);

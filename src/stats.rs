@@ -63,6 +63,7 @@ pub(crate) struct WorkerCounters {
     by_rule: [AtomicU64; 6],
     steal_attempts: AtomicU64,
     steals: AtomicU64,
+    steals_by_tier: [AtomicU64; 4],
     sleeps: AtomicU64,
     stack_guarded_waits: AtomicU64,
 }
@@ -84,9 +85,11 @@ impl WorkerCounters {
         bump(&self.steal_attempts, n);
     }
 
+    /// A steal succeeded, from a victim at proximity `tier`.
     #[inline]
-    pub(crate) fn steal_success(&self) {
+    pub(crate) fn steal_success(&self, tier: usize) {
         bump(&self.steals, 1);
+        bump(&self.steals_by_tier[tier], 1);
     }
 
     #[inline]
@@ -104,6 +107,7 @@ impl WorkerCounters {
             tasks_by_rule: std::array::from_fn(|i| self.by_rule[i].load(Ordering::Relaxed)),
             steal_attempts: self.steal_attempts.load(Ordering::Relaxed),
             steals: self.steals.load(Ordering::Relaxed),
+            steals_by_tier: std::array::from_fn(|i| self.steals_by_tier[i].load(Ordering::Relaxed)),
             sleeps: self.sleeps.load(Ordering::Relaxed),
             stack_guarded_waits: self.stack_guarded_waits.load(Ordering::Relaxed),
         }
@@ -119,6 +123,10 @@ pub struct WorkerStats {
     pub steal_attempts: u64,
     /// Probes that took a task.
     pub steals: u64,
+    /// The same steals by the victim's proximity, indexed by
+    /// `Proximity as usize` (same L2, same L3, same NUMA node, other).
+    /// Without pinning every steal counts as `Other`.
+    pub steals_by_tier: [u64; 4],
     /// Times the worker blocked in the sleep protocol.
     pub sleeps: u64,
     /// Nested waits that began past half of the worker's stack and so did
@@ -173,6 +181,9 @@ impl Stats {
                         }),
                         steal_attempts: now.steal_attempts - before.steal_attempts,
                         steals: now.steals - before.steals,
+                        steals_by_tier: std::array::from_fn(|t| {
+                            now.steals_by_tier[t] - before.steals_by_tier[t]
+                        }),
                         sleeps: now.sleeps - before.sleeps,
                         stack_guarded_waits: now.stack_guarded_waits - before.stack_guarded_waits,
                     }
@@ -214,6 +225,9 @@ impl fmt::Display for Stats {
             }
             total.steal_attempts += w.steal_attempts;
             total.steals += w.steals;
+            for t in 0..4 {
+                total.steals_by_tier[t] += w.steals_by_tier[t];
+            }
             total.sleeps += w.sleeps;
             total.stack_guarded_waits += w.stack_guarded_waits;
         }

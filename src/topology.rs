@@ -385,3 +385,42 @@ mod hwloc_snapshot {
         None
     }
 }
+
+/// Whether a pool binds its workers to cores.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Pinning {
+    /// Workers float wherever the OS puts them (the default). Steals then
+    /// ignore the topology: every other worker is one tier.
+    #[default]
+    None,
+    /// Worker i is bound to `topology.core_for_worker(i)` (its first
+    /// allowed PU), through `core_affinity`; more workers than cores wrap
+    /// around. Steals try the nearest workers first (`Proximity`).
+    Cores,
+}
+
+/// Each worker's steal victims, nearest tier first (tiers by [`Proximity`]).
+pub(crate) struct VictimTiers {
+    /// `tiers[p as usize]`: the other workers at proximity `p`.
+    pub(crate) tiers: [Vec<usize>; 4],
+}
+
+impl VictimTiers {
+    /// Victims of every worker of a pool of `workers` slots.
+    pub(crate) fn for_pool(topology: &Topology, pinning: Pinning, workers: usize) -> Vec<Self> {
+        (0..workers)
+            .map(|me| {
+                let mut tiers: [Vec<usize>; 4] = Default::default();
+                for other in (0..workers).filter(|&o| o != me) {
+                    let tier = match pinning {
+                        Pinning::None => Proximity::Other,
+                        Pinning::Cores => topology
+                            .proximity(me % topology.num_cores(), other % topology.num_cores()),
+                    };
+                    tiers[tier as usize].push(other);
+                }
+                VictimTiers { tiers }
+            })
+            .collect()
+    }
+}

@@ -336,31 +336,39 @@ impl WorkerThread {
     /// Rule 6: try the other workers' deques from a random start. `Retry`
     /// means a race, not emptiness: go round again until a pass is clean.
     fn steal(&self) -> Option<JobRef> {
-        let num_slots = self.registry.num_slots();
-        if num_slots <= 1 {
+        let victims = self.registry.victims(self.index);
+        for (tier, candidates) in victims.tiers.iter().enumerate() {
+            if let Some(job) = self.steal_from(candidates) {
+                self.counters().steal_success(tier);
+                return Some(job);
+            }
+        }
+        None
+    }
+
+    /// One tier of rule 6: its workers from a random start, again while a
+    /// pass met a race (`Retry` means contention, not emptiness).
+    #[inline]
+    fn steal_from(&self, candidates: &[usize]) -> Option<JobRef> {
+        let n = candidates.len();
+        if n == 0 {
             return None;
         }
-        let start = self.next_random(num_slots);
+        let start = self.next_random(n);
         loop {
             let mut retry = false;
-            let mut attempts = 0;
-            for k in 0..num_slots {
-                let victim = (start + k) % num_slots;
-                if victim == self.index {
-                    continue;
-                }
-                attempts += 1;
+            for k in 0..n {
+                let victim = candidates[(start + k) % n];
                 match self.registry.stealer(victim).steal() {
                     Steal::Success(job) => {
-                        self.counters().steal_attempts(attempts);
-                        self.counters().steal_success();
+                        self.counters().steal_attempts(k as u64 + 1);
                         return Some(job);
                     }
                     Steal::Empty => {}
                     Steal::Retry => retry = true,
                 }
             }
-            self.counters().steal_attempts(attempts);
+            self.counters().steal_attempts(n as u64);
             if !retry {
                 return None;
             }
