@@ -23,7 +23,8 @@ fn my_cpus() -> BTreeSet<usize> {
 #[cfg_attr(miri, ignore)]
 fn pinned_workers_run_on_their_core() {
     let threads = 3; // more workers than cores on a 2-core machine: wraps
-    let masks: Arc<Mutex<Vec<(usize, BTreeSet<usize>)>>> = Arc::default();
+    type Masks = Arc<Mutex<Vec<(usize, BTreeSet<usize>)>>>;
+    let masks: Masks = Arc::default();
     let m = masks.clone();
     let pool = Pool::builder()
         .num_threads(threads)
