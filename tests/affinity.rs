@@ -187,3 +187,39 @@ fn graph_nodes_with_affinity_run_on_their_worker() {
         "{wrong} of 1280 ran off their worker"
     );
 }
+
+/// Affinity replay: with it on, a node runs where it ran the time before.
+#[test]
+fn graph_affinity_replay_keeps_nodes_where_they_ran() {
+    const NODES: usize = 64;
+    const RUNS: usize = 20;
+    let pool = pool(2);
+    let last: Vec<AtomicUsize> = (0..NODES).map(|_| AtomicUsize::new(usize::MAX)).collect();
+    let moved = AtomicUsize::new(0);
+    let mut g = Graph::new();
+    let root = g.add(|| {});
+    for slot in &last {
+        let moved = &moved;
+        let n = g.add(move || {
+            // Enough work that both workers take part.
+            std::hint::black_box((0..20_000u64).sum::<u64>());
+            let here = current_worker().unwrap();
+            let before = slot.swap(here, Ordering::Relaxed);
+            if before != usize::MAX && before != here {
+                moved.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        g.precede(root, n).unwrap();
+    }
+    g.set_affinity_replay(true);
+    pool.run_graph_n(&mut g, RUNS).unwrap();
+    let used: std::collections::BTreeSet<_> =
+        last.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+    assert_eq!(used.len(), 2, "both workers ran nodes");
+    let moved = moved.load(Ordering::Relaxed);
+    assert!(
+        moved * 100 <= NODES * (RUNS - 1) * 5,
+        "{moved} of {} node runs moved to another worker",
+        NODES * (RUNS - 1)
+    );
+}

@@ -25,7 +25,7 @@ use body::{BodySlot, CallFn, DropFn};
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 pub(crate) use run::{RunShared, run_graph};
 
@@ -92,6 +92,9 @@ pub(crate) struct Node<'a> {
     /// `NO_AFFINITY` or a worker index.
     affinity: u32,
     dispatch: Dispatch,
+    /// The worker that ran the node last (`NO_WORKER`: none yet), for
+    /// affinity replay.
+    last_worker: AtomicU16,
     successors: SuccessorList,
     /// The graph's run state (in an `Arc`, so stable while nodes move).
     shared: NonNull<RunShared>,
@@ -107,6 +110,12 @@ struct SuccessorList {
     /// The successors if `len <= 2`, else `[offset into the pool, _]`.
     inline: [u32; 2],
 }
+
+// One cache line per node: a run streams through them.
+const _: () = assert!(std::mem::size_of::<Node<'static>>() == 64);
+
+/// Marks a node no worker ran yet.
+const NO_WORKER: u16 = u16::MAX;
 
 // SAFETY: the body is `Send` (required by every `add`); `shared` points at
 // the graph's own run state. A node is touched by other threads only during
@@ -266,6 +275,7 @@ impl<'a> Graph<'a> {
             children: AtomicU32::new(0),
             affinity: NO_AFFINITY,
             dispatch: Dispatch::Spawn,
+            last_worker: AtomicU16::new(NO_WORKER),
             successors: SuccessorList::default(),
             shared: NonNull::from(&*self.shared),
             call,
@@ -319,6 +329,16 @@ impl<'a> Graph<'a> {
         };
         self.shape_dirty = true;
         Ok(())
+    }
+
+    /// Affinity replay (oneTBB's `affinity_partitioner` idea, which its flow
+    /// graph lacks): with `true`, each node without an affinity of its own
+    /// prefers, on the next run, the worker that ran it last time, so data
+    /// a node left in that core's cache is still there. The preference
+    /// works like [`set_affinity`](Self::set_affinity): a busy worker's
+    /// nodes are taken by others.
+    pub fn set_affinity_replay(&mut self, replay: bool) {
+        self.shared.set_replay(replay);
     }
 
     /// Make `to` wait for `from`: it starts only after `from` (and all its

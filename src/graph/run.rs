@@ -19,7 +19,7 @@
 //! over and the graph freed at once); a node's `children` count is used
 //! only once its body spawned.
 
-use super::{Graph, NO_AFFINITY, Node};
+use super::{Graph, NO_AFFINITY, NO_WORKER, Node};
 use crate::error::GraphError;
 use crate::job::{JobRef, Next};
 use crate::latch::{CountLatch, LockLatch};
@@ -51,6 +51,8 @@ pub(crate) struct RunShared {
     used_shared_queue: crate::sync::AtomicBool,
     /// The latch an outside caller blocks on, reused run after run.
     blocking: Arc<LockLatch>,
+    /// Affinity replay: nodes prefer the worker that ran them last.
+    replay: AtomicBool,
 }
 
 impl RunShared {
@@ -63,7 +65,12 @@ impl RunShared {
             successor_pool: AtomicPtr::new(ptr::null_mut()),
             used_shared_queue: crate::sync::AtomicBool::new(false),
             blocking: Arc::new(LockLatch::new()),
+            replay: AtomicBool::new(false),
         }
+    }
+
+    pub(crate) fn set_replay(&self, replay: bool) {
+        self.replay.store(replay, Ordering::Relaxed);
     }
 
     pub(crate) fn cancel_flag(&self) -> Arc<AtomicBool> {
@@ -184,6 +191,22 @@ where
     }
 }
 
+/// Where a node should run: its own affinity, else with replay on the
+/// worker that ran it last, else anywhere.
+#[inline]
+fn preferred_worker(node: &Node<'_>, shared: &RunShared) -> Option<usize> {
+    if node.affinity != NO_AFFINITY {
+        return Some(node.affinity as usize);
+    }
+    if shared.replay.load(Ordering::Relaxed) {
+        let last = node.last_worker.load(Ordering::Relaxed);
+        if last != NO_WORKER {
+            return Some(last as usize);
+        }
+    }
+    None
+}
+
 /// The job of a ready node.
 #[inline]
 fn node_job(node: &Node<'_>) -> JobRef {
@@ -223,6 +246,10 @@ unsafe fn run_node<'a>(node: &'a Node<'a>, worker: &WorkerThread) -> Option<&'a 
     node.pending.store(node.in_degree, Ordering::Relaxed);
     // SAFETY: the run state outlives the graph's nodes.
     let shared = unsafe { node.shared.as_ref() };
+    if shared.replay.load(Ordering::Relaxed) {
+        node.last_worker
+            .store(worker.index() as u16, Ordering::Relaxed);
+    }
     let mut spawned = false;
     if !shared.is_cancelled() {
         let mut subflow = Subflow {
@@ -296,7 +323,7 @@ unsafe fn complete<'a>(node: &Node<'a>, worker: &WorkerThread) -> Option<&'a Nod
         if !ready {
             continue;
         }
-        let affinity = (succ.affinity != NO_AFFINITY).then_some(succ.affinity as usize);
+        let affinity = preferred_worker(succ, shared);
         let local = succ.dispatch == Dispatch::Spawn && affinity.is_none_or(|a| a == here);
         if local && next.is_none() {
             next = Some(succ);
@@ -391,7 +418,7 @@ fn start(
     for &r in roots {
         // SAFETY: root indices are in bounds of the running graph.
         let root = unsafe { &*base.add(r as usize) };
-        let affinity = (root.affinity != NO_AFFINITY).then_some(root.affinity as usize);
+        let affinity = preferred_worker(root, shared);
         registry.route(node_job(root), root.dispatch, affinity, here, || {
             shared.note_shared_queue()
         });
