@@ -26,6 +26,8 @@
 mod cps_fib;
 #[path = "support/graph_shapes.rs"]
 mod graph_shapes;
+#[path = "support/placement.rs"]
+mod placement;
 
 use sixfold::{Pool, TaskRef};
 use std::hint::black_box;
@@ -42,12 +44,12 @@ fn threads() -> usize {
 }
 
 /// Median of the samples.
-fn median(mut samples: Vec<Duration>) -> Duration {
+pub(crate) fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
@@ -562,7 +564,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 15] = [
+    let benches: [(&str, Bench); 17] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_join/30", bench_fib_join),
         ("fib_join_cutoff/40", bench_fib_join_cutoff),
@@ -582,6 +584,11 @@ fn main() {
             "graph_embarrassing/1000000",
             graph_shapes::bench_graph_embarrassing,
         ),
+        (
+            "graph_wavefront_replay/1024",
+            placement::bench_graph_wavefront_replay,
+        ),
+        ("pipeline/3x10000", placement::bench_pipeline),
         ("idle_cpu", bench_idle_cpu),
         ("wake_latency", bench_wake_latency),
     ];

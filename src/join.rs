@@ -17,7 +17,7 @@ use crate::job::{JobRef, Next};
 use crate::latch::CountLatch;
 use crate::stats::Rule;
 use crate::unwind;
-use crate::worker::WorkerThread;
+use crate::worker::{Resolved, WorkerThread};
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
@@ -106,7 +106,7 @@ where
             }
             // Work `a` left on the deque above `b`: run it first.
             Some(job) => {
-                if let Some(job) = worker.resolve(job) {
+                if let Resolved::Run(job) = worker.resolve(job) {
                     worker.run_chain(job, Rule::OwnDeque);
                 }
             }

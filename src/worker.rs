@@ -51,6 +51,13 @@ use std::cell::Cell;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
+/// What taking a job from a queue gave (see `WorkerThread::resolve`).
+pub(crate) enum Resolved {
+    Run(JobRef),
+    Gone,
+    Deferred,
+}
+
 /// What a wait may take besides its own deque and mailbox.
 pub(crate) struct WaitAccess<'a> {
     /// Rule 5: always at the outermost level.
@@ -268,20 +275,23 @@ impl WorkerThread {
     #[inline]
     fn find_work_with(&self, access: &WaitAccess<'_>) -> Option<(JobRef, Rule)> {
         while let Some(job) = self.deque.pop() {
-            if let Some(job) = self.resolve(job) {
+            if let Resolved::Run(job) = self.resolve(job) {
                 return Some((job, Rule::OwnDeque));
             }
         }
         let mailbox = self.registry.mailbox(self.index);
         while let Some(job) = mailbox.pop() {
-            if let Some(job) = self.resolve(job) {
+            if let Resolved::Run(job) = self.resolve(job) {
                 return Some((job, Rule::Mailbox));
             }
         }
         if access.may_take_shared() {
             while let Some(job) = self.registry.shared.pop(self.index) {
-                if let Some(job) = self.resolve(job) {
-                    return Some((job, Rule::SharedQueue));
+                match self.resolve(job) {
+                    Resolved::Run(job) => return Some((job, Rule::SharedQueue)),
+                    Resolved::Gone => {}
+                    // It went back to the shared queue: do not go round.
+                    Resolved::Deferred => break,
                 }
             }
         }
@@ -290,46 +300,48 @@ impl WorkerThread {
         }
         loop {
             let job = self.steal()?;
-            if let Some(job) = self.resolve(job) {
+            if let Resolved::Run(job) = self.resolve(job) {
                 return Some((job, Rule::Steal));
             }
         }
     }
 
     /// A job as taken from a queue, or for a proxy entry (`proxy.rs`): its
-    /// task if we claim it, `None` if it was claimed already or we leave it
-    /// to its target, who will come for it soon.
+    /// task if we claim it; `Gone` if it was claimed already or we leave it
+    /// to its target, who will come for it soon; `Deferred` if the target
+    /// is busy and we look again later (the entry is back on the shared
+    /// queue).
     #[inline]
-    pub(crate) fn resolve(&self, job: JobRef) -> Option<JobRef> {
+    pub(crate) fn resolve(&self, job: JobRef) -> Resolved {
         if !job.is_proxy() {
-            return Some(job);
+            return Resolved::Run(job);
         }
         self.resolve_proxy(job)
     }
 
     #[cold]
-    fn resolve_proxy(&self, entry: JobRef) -> Option<JobRef> {
+    fn resolve_proxy(&self, entry: JobRef) -> Resolved {
         // SAFETY: we hold this entry until `take` or `drop_entry`.
         let (target, stamp) = unsafe { Proxy::target(&entry) };
         if target != self.index {
             if self.registry.mailbox(target).will_come_soon(stamp) {
                 // SAFETY: our entry, given up once.
                 unsafe { Proxy::drop_entry(entry) };
-                return None;
+                return Resolved::Gone;
             }
             // SAFETY: we hold the entry.
             if !unsafe { Proxy::stuck_long_enough(&entry) } {
-                // Perhaps a short task: look again later, and let the
-                // target have this core meanwhile if it is waiting for one.
+                // Perhaps a short task: look again later. (An idle worker
+                // yields between its search rounds, so a target that waits
+                // for a core gets it.)
                 self.registry.inject(entry, Some(self.index));
-                crate::sync::thread::yield_now();
-                return None;
+                return Resolved::Deferred;
             }
         }
         // SAFETY: our entry, consumed here.
         match unsafe { Proxy::take(entry) } {
-            Taken::Run(job) => Some(job),
-            Taken::Nothing => None,
+            Taken::Run(job) => Resolved::Run(job),
+            Taken::Nothing => Resolved::Gone,
         }
     }
 
@@ -463,7 +475,7 @@ impl WorkerThread {
     pub(crate) fn release_leftovers(&self) {
         let mailbox = self.registry.mailbox(self.index);
         while let Some(job) = self.deque.pop().or_else(|| mailbox.pop()) {
-            if let Some(job) = self.resolve(job) {
+            if let Resolved::Run(job) = self.resolve(job) {
                 self.run_chain(job, Rule::OwnDeque);
             }
         }

@@ -274,9 +274,14 @@ impl Sleep {
     /// again instead of committing to sleep.
     pub(crate) fn new_mailbox_job(&self, target: usize) {
         fence(Ordering::SeqCst);
-        self.counters
+        let counters = self
+            .counters
             .increment_jobs_event_counter_if(JobsEventCounter::is_sleepy);
-        self.wake_specific_thread(target);
+        // As in `new_jobs`: a worker that registers as sleeping after this
+        // load checks its mailbox again before it blocks, and sees the push.
+        if counters.sleeping_threads() > 0 {
+            self.wake_specific_thread(target);
+        }
     }
 
     #[inline]

@@ -1,0 +1,121 @@
+//! Placement benchmarks, sixfold against itself: the affinity-pinned
+//! pipeline with affinity on and off, and the wavefront graph with affinity
+//! replay on and off. Each prints `name on_ms off_ms ratio(on/off)` and a
+//! comment line with the affinity hit rate.
+
+#[path = "../../examples/support/pipeline.rs"]
+mod pipeline;
+
+use super::{median, ms};
+use sixfold::{Graph, Pinning, Pool, current_worker};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const RUNS: usize = 5;
+
+/// `pipeline/3x10000`: three stages on three pinned workers, 10,000 items.
+pub(super) fn bench_pipeline(_: &Pool, _: &rayon::ThreadPool) {
+    let pool = Arc::new(
+        Pool::builder()
+            .num_threads(3)
+            .pinning(Pinning::Cores)
+            .build()
+            .expect("pool"),
+    );
+    const ITEMS: usize = 10_000;
+    pipeline::run_pipeline(&pool, 3, ITEMS / 10, true);
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    let (mut hits, mut tasks) = (0, 0);
+    for _ in 0..RUNS {
+        let r = pipeline::run_pipeline(&pool, 3, ITEMS, true);
+        let s = pipeline::run_pipeline(&pool, 3, ITEMS, false);
+        assert_eq!(
+            (r.items, r.checksum),
+            (s.items, s.checksum),
+            "same items out"
+        );
+        hits += r.on_stage_worker;
+        tasks += r.stage_tasks;
+        on.push(r.elapsed);
+        off.push(s.elapsed);
+    }
+    let (a, b) = (median(on), median(off));
+    println!(
+        "pipeline/3x10000 {:.3} {:.3} {:.3}",
+        ms(a),
+        ms(b),
+        a.as_secs_f64() / b.as_secs_f64()
+    );
+    println!(
+        "#   pipeline/3x10000: affinity on / off; {:.1}% of stage tasks on their stage's worker with affinity",
+        100.0 * hits as f64 / tasks as f64
+    );
+}
+
+/// `graph_wavefront_replay/1024`: the 1024 x 1024 wavefront (each cell
+/// after its left and upper neighbour, each touching its own 64-byte
+/// cell of state), with affinity replay on and off.
+pub(super) fn bench_graph_wavefront_replay(ours: &Pool, _: &rayon::ThreadPool) {
+    const SIDE: usize = 1024;
+    let cells: Vec<[AtomicU64; 8]> = (0..SIDE * SIDE).map(|_| Default::default()).collect();
+    let same_worker = AtomicUsize::new(0);
+    let last: Vec<AtomicUsize> = (0..SIDE * SIDE)
+        .map(|_| AtomicUsize::new(usize::MAX))
+        .collect();
+    let mut g = Graph::new();
+    let ids: Vec<_> = cells
+        .iter()
+        .zip(&last)
+        .map(|(cell, last)| {
+            let same_worker = &same_worker;
+            g.add(move || {
+                for word in cell {
+                    word.store(word.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                }
+                let here = current_worker().unwrap_or(usize::MAX);
+                if last.swap(here, Ordering::Relaxed) == here {
+                    same_worker.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for i in 0..SIDE {
+        for j in 0..SIDE {
+            let c = i * SIDE + j;
+            if j > 0 {
+                g.precede(ids[c - 1], ids[c]).unwrap();
+            }
+            if i > 0 {
+                g.precede(ids[c - SIDE], ids[c]).unwrap();
+            }
+        }
+    }
+    let mut time = |replay: bool| -> (Duration, f64) {
+        g.set_affinity_replay(replay);
+        ours.run_graph(&mut g).unwrap();
+        same_worker.store(0, Ordering::Relaxed);
+        let samples: Vec<Duration> = (0..RUNS)
+            .map(|_| {
+                let start = Instant::now();
+                ours.run_graph(&mut g).unwrap();
+                start.elapsed()
+            })
+            .collect();
+        let share = same_worker.load(Ordering::Relaxed) as f64 / (RUNS * SIDE * SIDE) as f64;
+        (median(samples), share)
+    };
+    let (on, on_share) = time(true);
+    let (off, off_share) = time(false);
+    println!(
+        "graph_wavefront_replay/1024 {:.3} {:.3} {:.3}",
+        ms(on),
+        ms(off),
+        on.as_secs_f64() / off.as_secs_f64()
+    );
+    println!(
+        "#   graph_wavefront_replay/1024: replay on / off; cells on the worker of their previous run: {:.1}% on, {:.1}% off",
+        100.0 * on_share,
+        100.0 * off_share
+    );
+}
