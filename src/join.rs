@@ -94,6 +94,9 @@ where
                 // (no latch to set, nobody to wake). Counted as rule 3.
                 worker.count_task(Rule::OwnDeque);
                 let b = job_b.take_func();
+                if worker.tracing() {
+                    return traced_inline(worker, result_a, b);
+                }
                 return match result_a {
                     // A panic of `b` propagates from here: both finished.
                     Ok(ra) => (ra, b()),
@@ -120,6 +123,30 @@ where
     }
     let result_b = job_b.into_result();
     (ok_or_resume(result_a), ok_or_resume(result_b))
+}
+
+/// `b` taken back and run inline, with a trace record around it; then the
+/// results as `join` returns them (the first closure's panic wins).
+#[cold]
+fn traced_inline<RA, B, RB>(
+    worker: &WorkerThread,
+    result_a: Result<RA, Box<dyn Any + Send>>,
+    b: B,
+) -> (RA, RB)
+where
+    B: FnOnce() -> RB,
+{
+    worker
+        .registry()
+        .trace_buffer(worker.index())
+        .task_started();
+    let start_ns = worker.registry().trace_now();
+    let result_b = unwind::halt_unwinding(b);
+    worker.record_task(Rule::OwnDeque, start_ns);
+    match (result_a, result_b) {
+        (Ok(ra), Ok(rb)) => (ra, rb),
+        (Err(payload), _) | (Ok(_), Err(payload)) => unwind::resume_unwinding(payload),
+    }
 }
 
 /// The second half of a join, on the joining worker's stack.

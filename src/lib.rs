@@ -64,6 +64,7 @@ mod stats;
 mod sync;
 mod task;
 mod topology;
+mod trace;
 mod unwind;
 mod worker;
 
@@ -76,6 +77,7 @@ pub use scope::{Scope, ScopeFifo, scope, scope_fifo};
 pub use stats::{Rule, Stats, WorkerStats};
 pub use task::{Dispatch, Task, TaskRef};
 pub use topology::{CoreInfo, Pinning, Proximity, Topology, TopologySource};
+pub use trace::{SleepEvent, TaskEvent, Trace};
 
 /// The sleep protocol and the core latch, opened up for the loom models in
 /// `tests/loom_*.rs`. Only compiled under `--cfg loom`; not part of the API.

@@ -33,6 +33,7 @@ use crate::stats::{Stats, WorkerCounters};
 use crate::sync::{AtomicBool, AtomicU64, Ordering, fence};
 use crate::task::{Dispatch, ReadyNode};
 use crate::topology::{CoreInfo, Pinning, Topology, VictimTiers};
+use crate::trace::{self, Trace, TraceBuffer};
 use crate::unwind;
 use crate::worker::{GUEST_STACK_BUDGET, WorkerGuard, WorkerThread, default_thread_stack_size};
 use crossbeam_utils::CachePadded;
@@ -40,6 +41,7 @@ use parking_lot::Mutex;
 use std::any::Any;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 pub(crate) type PanicHandler = Box<dyn Fn(Box<dyn Any + Send>) + Send + Sync>;
 pub(crate) type ThreadHandler = Box<dyn Fn(usize) + Send + Sync>;
@@ -55,6 +57,8 @@ struct ThreadInfo {
     counters: CachePadded<WorkerCounters>,
     /// Set when the pool shuts down; the worker's main loop waits on it.
     terminate: CoreLatch,
+    /// This worker's trace records (with `Builder::trace(true)`).
+    trace: TraceBuffer,
 }
 
 /// What `Builder` hands to `Registry::new`.
@@ -67,6 +71,7 @@ pub(crate) struct RegistryConfig {
     pub(crate) exit_handler: Option<ThreadHandler>,
     pub(crate) topology: Topology,
     pub(crate) pinning: Pinning,
+    pub(crate) trace: bool,
 }
 
 pub(crate) struct Registry {
@@ -86,6 +91,9 @@ pub(crate) struct Registry {
     stack_size: Option<usize>,
     topology: Topology,
     pinning: Pinning,
+    /// Tracing on, and the time trace records count from.
+    trace: bool,
+    epoch: Instant,
     /// Per worker slot: the other workers, nearest first.
     victims: Box<[VictimTiers]>,
 }
@@ -113,6 +121,7 @@ impl Registry {
                     fifo: WorkerFifo::new(index),
                     counters: CachePadded::new(WorkerCounters::default()),
                     terminate: CoreLatch::new(),
+                    trace: TraceBuffer::default(),
                 })
             })
             .collect();
@@ -138,6 +147,8 @@ impl Registry {
             victims: VictimTiers::for_pool(&config.topology, config.pinning, num_slots).into(),
             topology: config.topology,
             pinning: config.pinning,
+            trace: config.trace,
+            epoch: Instant::now(),
         });
 
         let mut handles = Vec::with_capacity(config.num_threads);
@@ -192,6 +203,30 @@ impl Registry {
     #[inline]
     pub(crate) fn victims(&self, index: usize) -> &VictimTiers {
         &self.victims[index]
+    }
+
+    pub(crate) fn tracing(&self) -> bool {
+        self.trace
+    }
+
+    /// Nanoseconds since the pool was built.
+    #[inline]
+    pub(crate) fn trace_now(&self) -> u64 {
+        trace::since(self.epoch)
+    }
+
+    pub(crate) fn trace_buffer(&self, index: usize) -> &TraceBuffer {
+        &self.thread_infos[index].trace
+    }
+
+    /// Take every worker's records.
+    pub(crate) fn take_trace(&self) -> Trace {
+        let from_outside = WorkerThread::current_in(self).is_none();
+        trace::collect(
+            self.thread_infos.iter().map(|info| &info.trace),
+            self.num_slots(),
+            from_outside,
+        )
     }
 
     pub(crate) fn topology(&self) -> &Topology {

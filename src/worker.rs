@@ -41,13 +41,15 @@
 
 use crate::deque::{Steal, Worker};
 use crate::job::JobRef;
+use crate::job::Next;
 use crate::latch::CoreLatch;
 use crate::proxy::{Proxy, Taken};
 use crate::registry::Registry;
 use crate::stats::{Rule, WorkerCounters};
 use crate::sync::{AtomicBool, Ordering};
 use crate::task::ReadyNode;
-use std::cell::Cell;
+use crate::trace::{SleepEvent, TaskEvent};
+use std::cell::{Cell, RefCell};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
@@ -154,6 +156,11 @@ pub(crate) struct WorkerThread {
     /// A nested wait whose frame lies below this address (half of the
     /// stack used) does not steal.
     steal_floor: usize,
+    /// The pool records a trace (`trace.rs`): copied here, so the hot path
+    /// tests a flag it owns.
+    tracing: bool,
+    /// The name the task that just ran gave itself, for its trace record.
+    trace_name: RefCell<Option<Arc<str>>>,
 }
 
 impl WorkerThread {
@@ -168,6 +175,7 @@ impl WorkerThread {
         stack_budget: usize,
     ) -> WorkerGuard {
         let previous = WORKER_THREAD.with(Cell::get);
+        let registry_tracing = registry.tracing();
         let seed =
             (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (&previous as *const _ as u64);
         // A raw pointer from the start: the TLS copy and the guard are equal,
@@ -179,6 +187,8 @@ impl WorkerThread {
             registry,
             previous,
             wait_depth: Cell::new(0),
+            tracing: registry_tracing,
+            trace_name: RefCell::new(None),
             steal_floor: approximate_stack_pointer().saturating_sub(stack_budget / 2),
         }));
         WORKER_THREAD.with(|cell| cell.set(ptr));
@@ -253,9 +263,14 @@ impl WorkerThread {
         self.registry.mailbox(self.index).set_busy();
         loop {
             self.counters().task(rule);
-            // SAFETY: every job reaching here was taken from exactly one
-            // queue or handed back by the task that owned it: run once.
-            match unsafe { job.execute(self) } {
+            let next = if self.tracing {
+                self.run_traced(job, rule)
+            } else {
+                // SAFETY: every job reaching here was taken from exactly one
+                // queue or handed back by the task that owned it: run once.
+                unsafe { job.execute(self) }
+            };
+            match next {
                 Some(next) => {
                     job = next.job;
                     rule = next.rule;
@@ -263,6 +278,43 @@ impl WorkerThread {
                 None => return,
             }
         }
+    }
+
+    /// `job.execute`, with a trace record around it.
+    #[cold]
+    #[inline(never)]
+    fn run_traced(&self, job: JobRef, rule: Rule) -> Option<Next> {
+        self.registry.trace_buffer(self.index).task_started();
+        let start_ns = self.registry.trace_now();
+        // SAFETY: as in `run_chain`, which hands us the job to run once.
+        let next = unsafe { job.execute(self) };
+        self.record_task(rule, start_ns);
+        next
+    }
+
+    /// Is the pool recording a trace?
+    #[inline]
+    pub(crate) fn tracing(&self) -> bool {
+        self.tracing
+    }
+
+    /// The task that is ending names itself for its trace record.
+    pub(crate) fn set_trace_name(&self, name: Option<Arc<str>>) {
+        *self.trace_name.borrow_mut() = name;
+    }
+
+    /// Record a task that started at `start_ns` (announced with
+    /// `TraceBuffer::task_started`) and ends now.
+    pub(crate) fn record_task(&self, rule: Rule, start_ns: u64) {
+        let end_ns = self.registry.trace_now();
+        let name = self.trace_name.borrow_mut().take();
+        self.registry.trace_buffer(self.index).task(TaskEvent {
+            worker: self.index,
+            rule,
+            start_ns,
+            end_ns,
+            name,
+        });
     }
 
     /// Rules 3 to 6, in order.
@@ -458,11 +510,23 @@ impl WorkerThread {
                 passed_on = true;
                 sleep.wake_sleepers();
             }
+            let before = if self.tracing {
+                self.registry.trace_now()
+            } else {
+                0
+            };
             if sleep.no_work_found(&mut idle, latch, || {
                 (access.may_take_shared() && !self.registry.shared.is_empty())
                     || !self.registry.mailbox(self.index).is_empty()
             }) {
                 self.counters().slept();
+                if self.tracing {
+                    self.registry.trace_buffer(self.index).sleep(SleepEvent {
+                        worker: self.index,
+                        start_ns: before,
+                        end_ns: self.registry.trace_now(),
+                    });
+                }
             }
         }
         mailbox.set_busy();

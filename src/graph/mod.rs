@@ -167,6 +167,8 @@ pub struct Graph<'a> {
     shared: Arc<RunShared>,
     /// The successor lists longer than two, end to end (`SuccessorList`).
     successor_pool: Vec<u32>,
+    /// Each node's name for trace records (`refresh_shape`).
+    trace_names: Vec<Option<Arc<str>>>,
     /// Scratch for the cycle check: a visit stamp and a parent per node.
     visit_stamp: Vec<u32>,
     visit_parent: Vec<u32>,
@@ -215,6 +217,7 @@ impl<'a> Graph<'a> {
             max_affinity: None,
             shared: Arc::new(RunShared::new()),
             successor_pool: Vec::new(),
+            trace_names: Vec::new(),
             visit_stamp: Vec::new(),
             visit_parent: Vec::new(),
             stamp: 0,
@@ -300,6 +303,7 @@ impl<'a> Graph<'a> {
     pub fn set_name(&mut self, node: NodeId, name: impl Into<String>) -> Result<(), GraphError> {
         let i = self.check(node)?;
         self.meta[i].name = Some(name.into());
+        self.shape_dirty = true;
         Ok(())
     }
 
@@ -496,6 +500,9 @@ impl<'a> Graph<'a> {
                 .map(|(i, _)| i as u32),
         );
         self.sinks = self.meta.iter().filter(|m| m.successors.is_empty()).count();
+        self.trace_names.clear();
+        self.trace_names
+            .extend(self.meta.iter().map(|m| m.name.as_deref().map(Arc::from)));
         self.max_affinity = self
             .nodes
             .iter()

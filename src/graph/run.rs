@@ -46,6 +46,8 @@ pub(crate) struct RunShared {
     latch: AtomicPtr<CountLatch>,
     nodes: AtomicPtr<Node<'static>>,
     successor_pool: AtomicPtr<u32>,
+    /// The nodes' names as trace records want them, one per node.
+    names: AtomicPtr<Option<Arc<str>>>,
     /// Set before any node goes to the shared queue: a nested wait for the
     /// run must then take rule 5 (see `worker::WaitAccess`).
     used_shared_queue: crate::sync::AtomicBool,
@@ -63,6 +65,7 @@ impl RunShared {
             latch: AtomicPtr::new(ptr::null_mut()),
             nodes: AtomicPtr::new(ptr::null_mut()),
             successor_pool: AtomicPtr::new(ptr::null_mut()),
+            names: AtomicPtr::new(ptr::null_mut()),
             used_shared_queue: crate::sync::AtomicBool::new(false),
             blocking: Arc::new(LockLatch::new()),
             replay: AtomicBool::new(false),
@@ -222,6 +225,9 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
     // SAFETY: a node job points at a node of a graph that is running. Its
     // borrow `'a` is erased to `'static`: the run ends before `'a` does.
     let mut node = unsafe { this.cast::<Node<'static>>().as_ref() };
+    if worker.tracing() {
+        return execute_traced(node, worker);
+    }
     loop {
         // SAFETY: `node` is ready (its job was taken, or we made it ready).
         match unsafe { run_node(node, worker) } {
@@ -232,6 +238,27 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
             None => return None,
         }
     }
+}
+
+/// With tracing on: one node per job, so that each gets its own record
+/// (`run_chain` follows rule 2 through `Next`), named after the node.
+#[cold]
+fn execute_traced(node: &'static Node<'static>, worker: &WorkerThread) -> Option<Next> {
+    // SAFETY: the run state outlives the graph's nodes.
+    let shared = unsafe { node.shared.as_ref() };
+    let base = shared.nodes.load(Ordering::Relaxed).cast_const();
+    let names = shared.names.load(Ordering::Relaxed).cast_const();
+    // SAFETY: `node` is an element of the running graph's node array.
+    let index = unsafe { ptr::from_ref(node).offset_from(base) } as usize;
+    // SAFETY: `names` has an entry per node while the graph runs.
+    let name = unsafe { (*names.add(index)).clone() };
+    // SAFETY: `node` is ready; this is its only execution in this run.
+    let next = unsafe { run_node(node, worker) };
+    worker.set_trace_name(name);
+    next.map(|succ| Next {
+        job: node_job(succ),
+        rule: Rule::Successor,
+    })
 }
 
 /// Reset a ready node's count, run its body unless the run is cancelled,
@@ -362,6 +389,9 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
     shared
         .successor_pool
         .store(graph.successor_pool.as_ptr().cast_mut(), Ordering::Relaxed);
+    shared
+        .names
+        .store(graph.trace_names.as_ptr().cast_mut(), Ordering::Relaxed);
     shared.used_shared_queue.store(false, Ordering::Relaxed);
     let roots = &graph.roots;
     let sinks = graph.sinks;

@@ -1,0 +1,303 @@
+//! Opt-in execution traces: which worker ran what, when, and by which rule.
+//!
+//! With `Builder::trace(true)` every worker appends one record per task it
+//! runs (start, end, the rule that supplied it, the task's name if it has
+//! one) and one per time it slept, to a buffer of its own (a mutex only
+//! that worker and `Pool::take_trace` ever take). With tracing off, the
+//! hot path pays one predictable branch on a flag the worker keeps.
+//!
+//! `Trace::write_chrome_json` writes the Chrome trace-event format that
+//! Perfetto (ui.perfetto.dev) and `chrome://tracing` open: one track per
+//! worker, a complete event per task with its rule in `args`, and the
+//! sleep intervals. `Trace::summary` is the same as a plain-text table.
+//!
+//! Invariants: a worker's records are in the order it finished them; times
+//! are nanoseconds since the pool was built; a nested task (run while its
+//! parent waits) lies inside its parent's interval.
+
+use crate::stats::Rule;
+use parking_lot::Mutex;
+use std::fmt::{self, Write as _};
+use std::io::{self, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// One task a worker ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskEvent {
+    /// The worker that ran it.
+    pub worker: usize,
+    /// The rule that supplied it.
+    pub rule: Rule,
+    /// Nanoseconds since the pool was built, when it started.
+    pub start_ns: u64,
+    /// ... and when it ended (nested tasks included).
+    pub end_ns: u64,
+    /// Its name: a graph node's (`Graph::add_named`), or a task's spawned
+    /// with `Pool::spawn_named`.
+    pub name: Option<Arc<str>>,
+}
+
+/// One time a worker blocked in the sleep protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SleepEvent {
+    /// The worker that slept.
+    pub worker: usize,
+    /// Nanoseconds since the pool was built.
+    pub start_ns: u64,
+    /// Nanoseconds since the pool was built.
+    pub end_ns: u64,
+}
+
+/// What `Pool::take_trace` returns: the records since the last take.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    /// Worker slots of the pool (track count).
+    pub workers: usize,
+    /// Tasks, grouped by worker, each worker's in the order they ended.
+    pub tasks: Vec<TaskEvent>,
+    /// Sleep intervals, grouped by worker.
+    pub sleeps: Vec<SleepEvent>,
+}
+
+/// A worker's buffer (in the registry, one per slot).
+#[derive(Default)]
+pub(crate) struct TraceBuffer {
+    records: Mutex<(Vec<TaskEvent>, Vec<SleepEvent>)>,
+    /// Traced tasks this worker has started and not yet recorded (nested
+    /// ones count too). A task's completion (the latch its waiter wakes on)
+    /// comes after the increment and before the record: `collect` waits
+    /// for the count, so a caller that saw the completion sees the record.
+    in_flight: AtomicUsize,
+}
+
+impl TraceBuffer {
+    #[inline]
+    pub(crate) fn task_started(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Record a task that `task_started` announced.
+    pub(crate) fn task(&self, event: TaskEvent) {
+        self.records.lock().0.push(event);
+        self.in_flight.fetch_sub(1, Ordering::Release);
+    }
+
+    pub(crate) fn sleep(&self, event: SleepEvent) {
+        self.records.lock().1.push(event);
+    }
+
+    fn take(&self) -> (Vec<TaskEvent>, Vec<SleepEvent>) {
+        std::mem::take(&mut *self.records.lock())
+    }
+}
+
+/// Nanoseconds since `epoch`.
+#[inline]
+pub(crate) fn since(epoch: Instant) -> u64 {
+    epoch.elapsed().as_nanos() as u64
+}
+
+/// How long `collect` waits for a worker's task in flight to be recorded;
+/// a task that runs longer is left for the next take.
+const IN_FLIGHT_WAIT: Duration = Duration::from_millis(10);
+
+/// Gather and empty the workers' buffers. From outside the pool, first wait
+/// (briefly) for tasks in flight, whose completion the caller may already
+/// have seen, to be recorded.
+pub(crate) fn collect<'a>(
+    buffers: impl Iterator<Item = &'a TraceBuffer> + Clone,
+    workers: usize,
+    wait_in_flight: bool,
+) -> Trace {
+    if wait_in_flight {
+        let deadline = Instant::now() + IN_FLIGHT_WAIT;
+        for buffer in buffers.clone() {
+            while buffer.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+        }
+    }
+    let mut trace = Trace {
+        workers,
+        ..Trace::default()
+    };
+    for buffer in buffers {
+        let (tasks, sleeps) = buffer.take();
+        trace.tasks.extend(tasks);
+        trace.sleeps.extend(sleeps);
+    }
+    trace
+}
+
+/// A JSON string literal.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Microseconds with nanosecond precision, as the format wants.
+fn micros(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1000, ns % 1000)
+}
+
+impl Trace {
+    /// Write the trace in Chrome's trace-event JSON: open the file in
+    /// <https://ui.perfetto.dev> or `chrome://tracing`. One track per
+    /// worker (`tid`), a complete event (`"ph": "X"`) per task named after
+    /// the task (or `task`) with `rule` and `rule_name` in its `args`, and
+    /// one `sleep` event per sleep interval.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).trace(true).build().unwrap();
+    /// pool.install(|| sixfold::join(|| 1, || 2));
+    /// let trace = pool.take_trace();
+    /// let mut json = Vec::new();
+    /// trace.write_chrome_json(&mut json).unwrap();
+    /// assert!(String::from_utf8(json).unwrap().contains(r#""traceEvents""#));
+    /// ```
+    pub fn write_chrome_json(&self, mut out: impl Write) -> io::Result<()> {
+        writeln!(out, "{{\"displayTimeUnit\": \"ns\", \"traceEvents\": [")?;
+        let mut first = true;
+        let mut sep = |out: &mut dyn Write| -> io::Result<()> {
+            if !std::mem::take(&mut first) {
+                writeln!(out, ",")?;
+            }
+            Ok(())
+        };
+        for w in 0..self.workers {
+            sep(&mut out)?;
+            write!(
+                out,
+                "{{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": {w}, \"args\": {{\"name\": \"worker {w}\"}}}}"
+            )?;
+        }
+        for t in &self.tasks {
+            sep(&mut out)?;
+            let name = t.name.as_deref().unwrap_or("task");
+            write!(
+                out,
+                "{{\"ph\": \"X\", \"name\": {}, \"cat\": \"task\", \"pid\": 1, \"tid\": {}, \"ts\": {}, \"dur\": {}, \"args\": {{\"rule\": {}, \"rule_name\": {}}}}}",
+                json_string(name),
+                t.worker,
+                micros(t.start_ns),
+                micros(t.end_ns.saturating_sub(t.start_ns)),
+                t.rule.number(),
+                json_string(t.rule.short_name())
+            )?;
+        }
+        for s in &self.sleeps {
+            sep(&mut out)?;
+            write!(
+                out,
+                "{{\"ph\": \"X\", \"name\": \"sleep\", \"cat\": \"sleep\", \"pid\": 1, \"tid\": {}, \"ts\": {}, \"dur\": {}}}",
+                s.worker,
+                micros(s.start_ns),
+                micros(s.end_ns.saturating_sub(s.start_ns))
+            )?;
+        }
+        writeln!(out, "\n]}}")
+    }
+
+    /// Tasks per rule, over all workers (index: `Rule as usize`).
+    pub fn tasks_by_rule(&self) -> [u64; 6] {
+        let mut by = [0; 6];
+        for t in &self.tasks {
+            by[t.rule as usize] += 1;
+        }
+        by
+    }
+
+    /// A plain-text table: per worker, busy time (in tasks, outermost
+    /// only: nested tasks are inside their parents), sleep time, the rest
+    /// of the traced span as idle, tasks by rule and steals (rule 6).
+    pub fn summary(&self) -> String {
+        let span_start = self
+            .tasks
+            .iter()
+            .map(|t| t.start_ns)
+            .chain(self.sleeps.iter().map(|s| s.start_ns))
+            .min()
+            .unwrap_or(0);
+        let span_end = self
+            .tasks
+            .iter()
+            .map(|t| t.end_ns)
+            .chain(self.sleeps.iter().map(|s| s.end_ns))
+            .max()
+            .unwrap_or(0);
+        let span = span_end.saturating_sub(span_start);
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            "{:<7} {:>10} {:>10} {:>10}",
+            "worker", "busy ms", "sleep ms", "idle ms"
+        );
+        for rule in Rule::ALL {
+            let _ = write!(
+                out,
+                " {:>12}",
+                format!("{}:{}", rule.number(), rule.short_name())
+            );
+        }
+        let _ = writeln!(out, " {:>7}", "steals");
+        for w in 0..self.workers {
+            let mut tasks: Vec<&TaskEvent> = self.tasks.iter().filter(|t| t.worker == w).collect();
+            tasks.sort_by_key(|t| (t.start_ns, std::cmp::Reverse(t.end_ns)));
+            // Busy: the union of the intervals (nested ones add nothing).
+            let (mut busy, mut covered_to) = (0u64, 0u64);
+            for t in &tasks {
+                if t.end_ns > covered_to {
+                    busy += t.end_ns - t.start_ns.max(covered_to);
+                    covered_to = t.end_ns;
+                }
+            }
+            let slept: u64 = self
+                .sleeps
+                .iter()
+                .filter(|s| s.worker == w)
+                .map(|s| s.end_ns - s.start_ns)
+                .sum();
+            let idle = span.saturating_sub(busy + slept);
+            let mut by = [0u64; 6];
+            for t in &tasks {
+                by[t.rule as usize] += 1;
+            }
+            let ms = |ns: u64| ns as f64 / 1e6;
+            let _ = write!(
+                out,
+                "{w:<7} {:>10.3} {:>10.3} {:>10.3}",
+                ms(busy),
+                ms(slept),
+                ms(idle)
+            );
+            for n in by {
+                let _ = write!(out, " {n:>12}");
+            }
+            let _ = writeln!(out, " {:>7}", by[Rule::Steal as usize]);
+        }
+        out
+    }
+}
+
+impl fmt::Display for Trace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.summary())
+    }
+}

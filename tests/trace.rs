@@ -1,0 +1,153 @@
+//! Execution traces: one record per task with sane times, written as
+//! Chrome trace-event JSON that parses, and agreeing with `stats()`.
+
+use serde_json::Value;
+use sixfold::{Graph, Pool, Rule};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+#[test]
+fn a_traced_graph_run_writes_one_event_per_task() {
+    const RUNS: usize = 5;
+    let pool = Pool::builder().num_threads(2).trace(true).build().unwrap();
+    let ran = AtomicUsize::new(0);
+    let mut g = Graph::new();
+    let work = || {
+        ran.fetch_add(1, Ordering::Relaxed);
+        std::hint::black_box((0..2_000u64).sum::<u64>());
+    };
+    let root = g.add_named("root", work);
+    let mut layer = vec![root];
+    for depth in 0..4 {
+        let next: Vec<_> = (0..4)
+            .map(|k| g.add_named(format!("n{depth}.{k}"), work))
+            .collect();
+        for &a in &layer {
+            for &b in &next {
+                g.precede(a, b).unwrap();
+            }
+        }
+        layer = next;
+    }
+    let sink = g.add_named("sink", work);
+    for &a in &layer {
+        g.precede(a, sink).unwrap();
+    }
+    let nodes = g.len();
+    // Untraced warm-up noise must not leak in: start from empty.
+    let _ = pool.take_trace();
+    let before = pool.stats();
+    pool.run_graph_n(&mut g, RUNS).unwrap();
+    pool.install(|| pool.run_graph(&mut g)).unwrap();
+    let stats = pool.stats().since(&before);
+    let trace = pool.take_trace();
+    assert_eq!(ran.load(Ordering::Relaxed), nodes * (RUNS + 1));
+
+    let mut json = Vec::new();
+    trace.write_chrome_json(&mut json).unwrap();
+    let doc: Value = serde_json::from_slice(&json).expect("valid JSON");
+    let events = doc["traceEvents"].as_array().expect("traceEvents");
+    let tasks: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "task")
+        .collect();
+
+    // One event per task: every node run, plus the `install` job.
+    let total_by_stats = stats.total();
+    assert_eq!(tasks.len() as u64, total_by_stats);
+    assert_eq!(tasks.len(), nodes * (RUNS + 1) + 1);
+    let named = tasks
+        .iter()
+        .filter(|e| {
+            e["name"]
+                .as_str()
+                .is_some_and(|n| n == "root" || n.starts_with('n') || n == "sink")
+        })
+        .count();
+    assert_eq!(
+        named,
+        nodes * (RUNS + 1),
+        "every node event carries its name"
+    );
+
+    // Sane times; worker ids in range; one worker's node events do not
+    // overlap (no node waits, so none nests in another; the `install` job,
+    // which waits in `run_graph`, contains the nodes it ran meanwhile).
+    let mut per_worker: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
+    for e in &tasks {
+        let tid = e["tid"].as_u64().unwrap();
+        assert!((tid as usize) < pool.num_workers(), "worker id {tid}");
+        let ts = e["ts"].as_f64().unwrap();
+        let dur = e["dur"].as_f64().unwrap();
+        assert!(ts >= 0.0 && dur >= 0.0, "start {ts}, duration {dur}");
+        if e["name"] != "task" {
+            per_worker.entry(tid).or_default().push((ts, ts + dur));
+        }
+    }
+    for (tid, mut spans) in per_worker {
+        spans.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        for pair in spans.windows(2) {
+            assert!(
+                pair[1].0 + 0.001 >= pair[0].1,
+                "worker {tid}: {:?} overlaps {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+    }
+
+    // The rule in each event's args agrees with stats(), rule by rule.
+    let mut by_rule = [0u64; 6];
+    for e in &tasks {
+        let rule = e["args"]["rule"].as_u64().unwrap() as usize;
+        assert!((1..=6).contains(&rule));
+        by_rule[rule - 1] += 1;
+    }
+    for rule in Rule::ALL {
+        assert_eq!(
+            by_rule[rule as usize],
+            stats.by_rule(rule),
+            "rule {} in the trace vs stats",
+            rule.number()
+        );
+    }
+    assert_eq!(by_rule, trace.tasks_by_rule());
+
+    // The summary has a row per worker.
+    let summary = trace.summary();
+    assert_eq!(summary.lines().count(), 1 + pool.num_workers());
+}
+
+#[test]
+fn joins_and_sleeps_are_traced_and_off_means_empty() {
+    let pool = Pool::builder().num_threads(2).trace(true).build().unwrap();
+    fn fib(n: u64) -> u64 {
+        if n < 2 {
+            return n;
+        }
+        let (a, b) = sixfold::join(|| fib(n - 1), || fib(n - 2));
+        a + b
+    }
+    let before = pool.stats();
+    assert_eq!(pool.install(|| fib(12)), 144);
+    // Let the workers fall asleep, then wake them.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    pool.install(|| ());
+    let stats = pool.stats().since(&before);
+    let trace = pool.take_trace();
+    let total = stats.total();
+    assert_eq!(
+        trace.tasks.len() as u64,
+        total,
+        "every join half is a record"
+    );
+    assert!(!trace.sleeps.is_empty(), "the idle pool slept");
+    for s in &trace.sleeps {
+        assert!(s.end_ns >= s.start_ns);
+    }
+
+    let untraced = Pool::builder().num_threads(2).build().unwrap();
+    untraced.install(|| fib(10));
+    let empty = untraced.take_trace();
+    assert!(empty.tasks.is_empty() && empty.sleeps.is_empty());
+}
