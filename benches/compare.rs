@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Threads per pool: 2, or `SIXFOLD_BENCH_THREADS` (for profiling runs).
-fn threads() -> usize {
+pub(crate) fn threads() -> usize {
     std::env::var("SIXFOLD_BENCH_THREADS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -564,7 +564,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 17] = [
+    let benches: [(&str, Bench); 18] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_join/30", bench_fib_join),
         ("fib_join_cutoff/40", bench_fib_join_cutoff),
@@ -589,6 +589,7 @@ fn main() {
             placement::bench_graph_wavefront_replay,
         ),
         ("pipeline/3x10000", placement::bench_pipeline),
+        ("trace_cost", placement::bench_trace_cost),
         ("idle_cpu", bench_idle_cpu),
         ("wake_latency", bench_wake_latency),
     ];

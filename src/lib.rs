@@ -19,6 +19,21 @@
 //! FIFO per submitting thread, and guarantees the task runs even on a pool
 //! without threads. Fork-join is continuation passing: see [`Context`].
 //!
+//! The pieces, by what you want to do:
+//!
+//! | to ... | use |
+//! |---|---|
+//! | run a dependency graph again and again | [`Graph`], [`Pool::run_graph`] |
+//! | fork-join over borrowed data | [`join`], [`scope`], [`scope_fifo`] |
+//! | fire-and-forget work | [`Pool::spawn`], [`Pool::enqueue`], [`Pool::spawn_fifo`] |
+//! | keep work on one core | [`Pool::spawn_with_affinity`], [`Graph::set_affinity`], [`Pinning`] |
+//! | continuation-passing task trees | [`Task`], [`TaskRef`], [`Context`], [`Pool::run`] |
+//! | see what happened | [`Pool::stats`], [`Builder::trace`], [`Trace`] |
+//!
+//! Waits inside tasks (`join`, scopes, `run`, `run_graph`) keep the worker
+//! busy with other tasks, but stop stealing past half of its stack and
+//! leave enqueued tasks to workers at their outermost level.
+//!
 //! ```
 //! use sixfold::{Pool, TaskRef};
 //! use std::sync::Arc;

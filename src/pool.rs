@@ -236,6 +236,12 @@ impl Pool {
     /// Run `f` on a worker of this pool and return its result; block until
     /// then. Inside a worker of this pool, `f` simply runs. A panic in `f`
     /// is resumed here.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let inside = pool.install(|| sixfold::current_worker().is_some());
+    /// assert!(inside);
+    /// ```
     pub fn install<R, F>(&self, f: F) -> R
     where
         F: FnOnce() -> R + Send,
@@ -278,6 +284,17 @@ impl Pool {
 
     /// [`scope`](crate::scope) inside this pool: spawned tasks may borrow
     /// from the caller's frame; returns when all of them finished.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut halves = [0u64; 2];
+    /// let (a, b) = halves.split_at_mut(1);
+    /// pool.scope(|s| {
+    ///     s.spawn(|_| a[0] = (1..=50).sum());
+    ///     s.spawn(|_| b[0] = (51..=100).sum());
+    /// });
+    /// assert_eq!(halves[0] + halves[1], 5050);
+    /// ```
     pub fn scope<'scope, OP, R>(&self, op: OP) -> R
     where
         OP: FnOnce(&crate::Scope<'scope>) -> R + Send,
@@ -286,7 +303,20 @@ impl Pool {
         self.install(|| crate::scope(op))
     }
 
-    /// [`scope_fifo`](crate::scope_fifo) inside this pool.
+    /// [`scope_fifo`](crate::scope_fifo) inside this pool: each worker
+    /// starts the tasks it spawned oldest first.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+    /// let order = std::sync::Mutex::new(Vec::new());
+    /// pool.scope_fifo(|s| {
+    ///     for i in 0..3 {
+    ///         let order = &order;
+    ///         s.spawn_fifo(move |_| order.lock().unwrap().push(i));
+    ///     }
+    /// });
+    /// assert_eq!(*order.lock().unwrap(), [0, 1, 2]);
+    /// ```
     pub fn scope_fifo<'scope, OP, R>(&self, op: OP) -> R
     where
         OP: FnOnce(&crate::ScopeFifo<'scope>) -> R + Send,
@@ -295,8 +325,22 @@ impl Pool {
         self.install(|| crate::scope_fifo(op))
     }
 
-    /// Spawn a `'static` closure: onto the calling worker's deque, or from
-    /// outside the pool onto the shared queue.
+    /// Spawn a `'static` closure: onto the calling worker's deque (rule 3
+    /// for it, rule 6 for a thief), or from outside the pool onto the shared
+    /// queue. `wait_idle` and the pool's drop wait for it.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let count = Arc::new(AtomicUsize::new(0));
+    /// for _ in 0..10 {
+    ///     let count = count.clone();
+    ///     pool.spawn(move || { count.fetch_add(1, Ordering::Relaxed); });
+    /// }
+    /// pool.wait_idle();
+    /// assert_eq!(count.load(Ordering::Relaxed), 10);
+    /// ```
     pub fn spawn<F>(&self, f: F)
     where
         F: FnOnce() + Send + 'static,
@@ -362,6 +406,18 @@ impl Pool {
 
     /// Enqueue a `'static` closure on the shared queue: fair (approximately
     /// FIFO) and guaranteed to run, even on a pool without threads.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// for i in 0..3 {
+    ///     let tx = tx.clone();
+    ///     pool.enqueue(move || tx.send(i).unwrap());
+    /// }
+    /// pool.wait_idle();
+    /// // One thread enqueued them, one worker ran them: in order.
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), [0, 1, 2]);
+    /// ```
     pub fn enqueue<F>(&self, f: F)
     where
         F: FnOnce() + Send + 'static,
@@ -429,6 +485,21 @@ impl Pool {
     /// yet, lets the started ones finish, and is then resumed here (the
     /// first panic wins). Called from a worker of this pool, the worker keeps
     /// running tasks while it waits.
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// use std::sync::{Arc, Mutex};
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let step = |name: &'static str| {
+    ///     let log = log.clone();
+    ///     TaskRef::from_fn(move |_| log.lock().unwrap().push(name))
+    /// };
+    /// let (mut first, second) = (step("first"), step("second"));
+    /// first.precede(&second).unwrap();
+    /// pool.run([second, first]);
+    /// assert_eq!(*log.lock().unwrap(), ["first", "second"]);
+    /// ```
     pub fn run<I>(&self, tasks: I)
     where
         I: IntoIterator<Item = TaskRef>,
@@ -553,7 +624,18 @@ impl Pool {
         self.registry.pinned_core(worker)
     }
 
-    /// A snapshot of the per-worker counters.
+    /// A snapshot of the per-worker counters: tasks by rule, steals (by
+    /// tier), sleeps. `Stats` prints as a table.
+    ///
+    /// ```
+    /// use sixfold::Rule;
+    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+    /// let before = pool.stats();
+    /// pool.enqueue(|| {});
+    /// pool.wait_idle();
+    /// assert_eq!(pool.stats().since(&before).by_rule(Rule::SharedQueue), 1);
+    /// println!("{}", pool.stats());
+    /// ```
     pub fn stats(&self) -> Stats {
         self.registry.stats()
     }

@@ -64,11 +64,14 @@ pub struct Trace {
 /// A worker's buffer (in the registry, one per slot).
 #[derive(Default)]
 pub(crate) struct TraceBuffer {
-    records: Mutex<(Vec<TaskEvent>, Vec<SleepEvent>)>,
-    /// Traced tasks this worker has started and not yet recorded (nested
-    /// ones count too). A task's completion (the latch its waiter wakes on)
-    /// comes after the increment and before the record: `collect` waits
-    /// for the count, so a caller that saw the completion sees the record.
+    /// Whole batches, as the worker filled them (no copying on flush).
+    records: Mutex<(Vec<Vec<TaskEvent>>, Vec<SleepEvent>)>,
+    /// Traced tasks this worker has started and whose records are not in
+    /// `records` yet (running, or in the worker's local batch, which it
+    /// flushes every `BATCH` records and whenever it goes idle). A task's
+    /// completion (the latch its waiter wakes on) comes after the increment
+    /// and before the flush: `collect` waits for the count, so a caller that
+    /// saw the completion sees the record.
     in_flight: AtomicUsize,
 }
 
@@ -78,17 +81,23 @@ impl TraceBuffer {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Record a task that `task_started` announced.
-    pub(crate) fn task(&self, event: TaskEvent) {
-        self.records.lock().0.push(event);
-        self.in_flight.fetch_sub(1, Ordering::Release);
+    /// Move a worker's local batch of records (each announced with
+    /// `task_started`) into the buffer.
+    pub(crate) fn flush(&self, batch: &mut Vec<TaskEvent>) {
+        if batch.is_empty() {
+            return;
+        }
+        let n = batch.len();
+        let full = std::mem::replace(batch, Vec::with_capacity(n.min(BATCH)));
+        self.records.lock().0.push(full);
+        self.in_flight.fetch_sub(n, Ordering::Release);
     }
 
     pub(crate) fn sleep(&self, event: SleepEvent) {
         self.records.lock().1.push(event);
     }
 
-    fn take(&self) -> (Vec<TaskEvent>, Vec<SleepEvent>) {
+    fn take(&self) -> (Vec<Vec<TaskEvent>>, Vec<SleepEvent>) {
         std::mem::take(&mut *self.records.lock())
     }
 }
@@ -98,6 +107,9 @@ impl TraceBuffer {
 pub(crate) fn since(epoch: Instant) -> u64 {
     epoch.elapsed().as_nanos() as u64
 }
+
+/// Records a worker keeps locally before it moves them to its buffer.
+pub(crate) const BATCH: usize = 4096;
 
 /// How long `collect` waits for a worker's task in flight to be recorded;
 /// a task that runs longer is left for the next take.
@@ -124,8 +136,8 @@ pub(crate) fn collect<'a>(
         ..Trace::default()
     };
     for buffer in buffers {
-        let (tasks, sleeps) = buffer.take();
-        trace.tasks.extend(tasks);
+        let (batches, sleeps) = buffer.take();
+        trace.tasks.extend(batches.into_iter().flatten());
         trace.sleeps.extend(sleeps);
     }
     trace

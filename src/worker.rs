@@ -48,7 +48,7 @@ use crate::registry::Registry;
 use crate::stats::{Rule, WorkerCounters};
 use crate::sync::{AtomicBool, Ordering};
 use crate::task::ReadyNode;
-use crate::trace::{SleepEvent, TaskEvent};
+use crate::trace::{self, SleepEvent, TaskEvent};
 use std::cell::{Cell, RefCell};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
@@ -134,6 +134,7 @@ impl std::ops::Deref for WorkerGuard {
 impl WorkerGuard {
     /// Restore the thread's TLS and give the deque back (for a guest slot).
     pub(crate) fn leave(self) -> Worker<JobRef> {
+        self.flush_trace();
         WORKER_THREAD.with(|cell| cell.set(self.previous));
         // SAFETY: from Box::into_raw in `enter`; the TLS no longer points at
         // it and this guard, its last user, is consumed.
@@ -161,6 +162,8 @@ pub(crate) struct WorkerThread {
     tracing: bool,
     /// The name the task that just ran gave itself, for its trace record.
     trace_name: RefCell<Option<Arc<str>>>,
+    /// Trace records not yet in the registry's buffer (no lock per task).
+    trace_batch: RefCell<Vec<TaskEvent>>,
 }
 
 impl WorkerThread {
@@ -189,6 +192,7 @@ impl WorkerThread {
             wait_depth: Cell::new(0),
             tracing: registry_tracing,
             trace_name: RefCell::new(None),
+            trace_batch: RefCell::new(Vec::new()),
             steal_floor: approximate_stack_pointer().saturating_sub(stack_budget / 2),
         }));
         WORKER_THREAD.with(|cell| cell.set(ptr));
@@ -308,13 +312,25 @@ impl WorkerThread {
     pub(crate) fn record_task(&self, rule: Rule, start_ns: u64) {
         let end_ns = self.registry.trace_now();
         let name = self.trace_name.borrow_mut().take();
-        self.registry.trace_buffer(self.index).task(TaskEvent {
+        let mut batch = self.trace_batch.borrow_mut();
+        batch.push(TaskEvent {
             worker: self.index,
             rule,
             start_ns,
             end_ns,
             name,
         });
+        if batch.len() >= trace::BATCH {
+            self.registry.trace_buffer(self.index).flush(&mut batch);
+        }
+    }
+
+    /// Move the local trace records to the registry's buffer (when idle).
+    pub(crate) fn flush_trace(&self) {
+        if self.tracing {
+            let mut batch = self.trace_batch.borrow_mut();
+            self.registry.trace_buffer(self.index).flush(&mut batch);
+        }
     }
 
     /// Rules 3 to 6, in order.
@@ -492,6 +508,7 @@ impl WorkerThread {
     fn search_or_sleep(&self, latch: &CoreLatch, access: &WaitAccess<'_>) {
         let sleep = &self.registry.sleep;
         let mailbox = self.registry.mailbox(self.index);
+        self.flush_trace();
         let mut idle = sleep.start_looking(self.index);
         // Proxies for us are left to us while we look (`proxy.rs`);
         // `run_chain` marks us busy again.

@@ -119,3 +119,68 @@ pub(super) fn bench_graph_wavefront_replay(ours: &Pool, _: &rayon::ThreadPool) {
         100.0 * off_share
     );
 }
+
+/// `trace_cost`: `fib_join/30` and `graph_chain/1000000` on a pool that
+/// records a trace, against the same pool kind without (ratio on / off).
+/// The records are taken (and dropped) between runs, untimed.
+pub(super) fn bench_trace_cost(_: &Pool, _: &rayon::ThreadPool) {
+    let threads = super::threads();
+    let traced = Pool::builder()
+        .num_threads(threads)
+        .trace(true)
+        .build()
+        .expect("pool");
+    let plain = Pool::builder().num_threads(threads).build().expect("pool");
+    fn fib(n: u64) -> u64 {
+        if n < 2 {
+            return n;
+        }
+        let (a, b) = sixfold::join(|| fib(n - 1), || fib(n - 2));
+        a + b
+    }
+    let time = |pool: &Pool, run: &mut dyn FnMut(&Pool)| -> Duration {
+        run(pool);
+        let _ = pool.take_trace();
+        let samples = (0..RUNS)
+            .map(|_| {
+                let start = Instant::now();
+                run(pool);
+                let took = start.elapsed();
+                let _ = pool.take_trace();
+                took
+            })
+            .collect();
+        median(samples)
+    };
+    let mut fib_run = |pool: &Pool| assert_eq!(pool.install(|| fib(30)), 832_040);
+    let (on, off) = (time(&traced, &mut fib_run), time(&plain, &mut fib_run));
+    println!(
+        "trace_cost/fib_join/30 {:.3} {:.3} {:.3}",
+        ms(on),
+        ms(off),
+        on.as_secs_f64() / off.as_secs_f64()
+    );
+    let counters: Vec<AtomicU64> = (0..1_000_000).map(|_| AtomicU64::new(0)).collect();
+    let mut g = Graph::new();
+    let ids: Vec<_> = counters
+        .iter()
+        .map(|c| {
+            g.add(move || {
+                c.fetch_add(1, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    for pair in ids.windows(2) {
+        g.precede(pair[0], pair[1]).unwrap();
+    }
+    let g = std::cell::RefCell::new(g);
+    let mut chain_run = |pool: &Pool| pool.run_graph(&mut g.borrow_mut()).unwrap();
+    let (on, off) = (time(&traced, &mut chain_run), time(&plain, &mut chain_run));
+    println!(
+        "trace_cost/graph_chain/1000000 {:.3} {:.3} {:.3}",
+        ms(on),
+        ms(off),
+        on.as_secs_f64() / off.as_secs_f64()
+    );
+    println!("#   trace_cost: tracing on / off, same pool size; records taken between runs");
+}

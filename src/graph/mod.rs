@@ -25,7 +25,7 @@ use body::{BodySlot, CallFn, DropFn};
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 pub(crate) use run::{RunShared, run_graph};
 
@@ -59,20 +59,28 @@ impl NodeId {
 /// returns [`GraphError::Cancelled`]. The run clears the token when it
 /// returns, so the graph can run again; a token fired while no run is in
 /// progress cancels the next one.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct CancelToken {
-    flag: Arc<AtomicBool>,
+    shared: Arc<RunShared>,
+}
+
+impl fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CancelToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
 }
 
 impl CancelToken {
     /// Skip every node of the current run that has not started yet.
     pub fn cancel(&self) {
-        self.flag.store(true, Ordering::Relaxed);
+        self.shared.cancel();
     }
 
     /// Whether the token has fired (and the run not yet returned).
     pub fn is_cancelled(&self) -> bool {
-        self.flag.load(Ordering::Relaxed)
+        self.shared.is_cancel_requested()
     }
 }
 
@@ -414,7 +422,7 @@ impl<'a> Graph<'a> {
     /// A token that cancels this graph's runs (see [`CancelToken`]).
     pub fn cancel_token(&self) -> CancelToken {
         CancelToken {
-            flag: self.shared.cancel_flag(),
+            shared: self.shared.clone(),
         }
     }
 

@@ -39,7 +39,8 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 pub(crate) struct RunShared {
     /// Set by the cancel token or the first panic: nodes that start skip
     /// their bodies.
-    cancel: Arc<AtomicBool>,
+    /// Inline, not behind its own `Arc`: every node reads it.
+    cancel: AtomicBool,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     /// The run's latch (on the caller's stack) and the first node; written
     /// before the roots are routed, so every node sees them.
@@ -60,7 +61,7 @@ pub(crate) struct RunShared {
 impl RunShared {
     pub(crate) fn new() -> Self {
         RunShared {
-            cancel: Arc::new(AtomicBool::new(false)),
+            cancel: AtomicBool::new(false),
             panic: Mutex::new(None),
             latch: AtomicPtr::new(ptr::null_mut()),
             nodes: AtomicPtr::new(ptr::null_mut()),
@@ -72,12 +73,22 @@ impl RunShared {
         }
     }
 
+    #[inline]
+    fn replay(&self) -> bool {
+        self.replay.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn set_replay(&self, replay: bool) {
         self.replay.store(replay, Ordering::Relaxed);
     }
 
-    pub(crate) fn cancel_flag(&self) -> Arc<AtomicBool> {
-        self.cancel.clone()
+    /// Fire the cancel token.
+    pub(crate) fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn is_cancel_requested(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
     }
 
     #[inline]
@@ -184,7 +195,7 @@ where
         }
         if node.children.fetch_sub(1, Ordering::AcqRel) == 1 {
             // SAFETY: the last unit of the node: it completes now, once.
-            unsafe { complete(node, worker) }.map(|succ| Next {
+            unsafe { complete(node, worker, shared.replay()) }.map(|succ| Next {
                 job: node_job(succ),
                 rule: Rule::Successor,
             })
@@ -197,11 +208,11 @@ where
 /// Where a node should run: its own affinity, else with replay on the
 /// worker that ran it last, else anywhere.
 #[inline]
-fn preferred_worker(node: &Node<'_>, shared: &RunShared) -> Option<usize> {
+fn preferred_worker(node: &Node<'_>, replay: bool) -> Option<usize> {
     if node.affinity != NO_AFFINITY {
         return Some(node.affinity as usize);
     }
-    if shared.replay.load(Ordering::Relaxed) {
+    if replay {
         let last = node.last_worker.load(Ordering::Relaxed);
         if last != NO_WORKER {
             return Some(last as usize);
@@ -228,9 +239,12 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
     if worker.tracing() {
         return execute_traced(node, worker);
     }
+    // Read once per job, not per node: a chain is a hot loop.
+    // SAFETY: the run state outlives the graph's nodes.
+    let replay = unsafe { node.shared.as_ref() }.replay();
     loop {
         // SAFETY: `node` is ready (its job was taken, or we made it ready).
-        match unsafe { run_node(node, worker) } {
+        match unsafe { run_node(node, worker, replay) } {
             Some(next) => {
                 worker.count_task(Rule::Successor);
                 node = next;
@@ -253,7 +267,7 @@ fn execute_traced(node: &'static Node<'static>, worker: &WorkerThread) -> Option
     // SAFETY: `names` has an entry per node while the graph runs.
     let name = unsafe { (*names.add(index)).clone() };
     // SAFETY: `node` is ready; this is its only execution in this run.
-    let next = unsafe { run_node(node, worker) };
+    let next = unsafe { run_node(node, worker, shared.replay()) };
     worker.set_trace_name(name);
     next.map(|succ| Next {
         job: node_job(succ),
@@ -267,13 +281,17 @@ fn execute_traced(node: &'static Node<'static>, worker: &WorkerThread) -> Option
 ///
 /// # Safety
 /// `node` is ready, and this is its only execution in this run.
-#[inline]
-unsafe fn run_node<'a>(node: &'a Node<'a>, worker: &WorkerThread) -> Option<&'a Node<'a>> {
+#[inline(always)]
+unsafe fn run_node<'a>(
+    node: &'a Node<'a>,
+    worker: &WorkerThread,
+    replay: bool,
+) -> Option<&'a Node<'a>> {
     // Ready for the next run: nobody decrements it again in this one.
     node.pending.store(node.in_degree, Ordering::Relaxed);
     // SAFETY: the run state outlives the graph's nodes.
     let shared = unsafe { node.shared.as_ref() };
-    if shared.replay.load(Ordering::Relaxed) {
+    if replay {
         node.last_worker
             .store(worker.index() as u16, Ordering::Relaxed);
     }
@@ -299,7 +317,7 @@ unsafe fn run_node<'a>(node: &'a Node<'a>, worker: &WorkerThread) -> Option<&'a 
         return None;
     }
     // SAFETY: the node's body and children are done: it completes once.
-    unsafe { complete(node, worker) }
+    unsafe { complete(node, worker, replay) }
 }
 
 /// The node finished: decrement its successors, hand back the first one it
@@ -308,8 +326,12 @@ unsafe fn run_node<'a>(node: &'a Node<'a>, worker: &WorkerThread) -> Option<&'a 
 ///
 /// # Safety
 /// Called once per node and run, when its body and children are done.
-#[inline]
-unsafe fn complete<'a>(node: &Node<'a>, worker: &WorkerThread) -> Option<&'a Node<'a>> {
+#[inline(always)]
+unsafe fn complete<'a>(
+    node: &Node<'a>,
+    worker: &WorkerThread,
+    replay: bool,
+) -> Option<&'a Node<'a>> {
     // SAFETY: the run state outlives the graph's nodes.
     let shared = unsafe { node.shared.as_ref() };
     let list = node.successors;
@@ -350,7 +372,7 @@ unsafe fn complete<'a>(node: &Node<'a>, worker: &WorkerThread) -> Option<&'a Nod
         if !ready {
             continue;
         }
-        let affinity = preferred_worker(succ, shared);
+        let affinity = preferred_worker(succ, replay);
         let local = succ.dispatch == Dispatch::Spawn && affinity.is_none_or(|a| a == here);
         if local && next.is_none() {
             next = Some(succ);
@@ -448,7 +470,7 @@ fn start(
     for &r in roots {
         // SAFETY: root indices are in bounds of the running graph.
         let root = unsafe { &*base.add(r as usize) };
-        let affinity = preferred_worker(root, shared);
+        let affinity = preferred_worker(root, shared.replay());
         registry.route(node_job(root), root.dispatch, affinity, here, || {
             shared.note_shared_queue()
         });
