@@ -53,28 +53,46 @@ fn lifo_scope_around_fifo_scope_around_join_runs_innermost_first() {
 fn a_thief_runs_what_its_stolen_task_spawned_before_going_back() {
     // T1 spawns A, B, C in a FIFO scope and is held in A; T2 steals B,
     // which spawns D and E; T2 runs D and E before it goes back for C.
+    // To make T1 the one that runs A (not a thief racing it for the front
+    // of the FIFO), T2 is kept busy until A has started.
     let pool = Pool::builder().num_threads(2).build().unwrap();
     let starts = Mutex::new(Vec::new());
-    let e_started = AtomicBool::new(false);
+    let (a_started, e_started) = (AtomicBool::new(false), AtomicBool::new(false));
+    let blocker_running = AtomicBool::new(false);
     let start = |name: &'static str| starts.lock().unwrap().push(name);
-    pool.scope_fifo(|s| {
-        s.spawn_fifo(|_| {
-            start("A");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while !e_started.load(Ordering::SeqCst) {
-                assert!(Instant::now() < deadline, "E never started while A held T1");
-                std::thread::sleep(Duration::from_micros(100));
-            }
+    let wait_for = |flag: &AtomicBool, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !flag.load(Ordering::SeqCst) {
+            assert!(Instant::now() < deadline, "{what} never happened");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    };
+    std::thread::scope(|outside| {
+        // T2: whichever worker takes this first, held until A started.
+        outside.spawn(|| {
+            pool.install(|| {
+                blocker_running.store(true, Ordering::SeqCst);
+                wait_for(&a_started, "A started");
+            })
         });
-        s.spawn_fifo(|s| {
-            start("B");
-            s.spawn_fifo(|_| start("D"));
+        wait_for(&blocker_running, "the blocker started");
+        // T1: the other worker runs the scope body and then A.
+        pool.scope_fifo(|s| {
             s.spawn_fifo(|_| {
-                start("E");
-                e_started.store(true, Ordering::SeqCst);
+                start("A");
+                a_started.store(true, Ordering::SeqCst);
+                wait_for(&e_started, "E started while A held T1");
             });
+            s.spawn_fifo(|s| {
+                start("B");
+                s.spawn_fifo(|_| start("D"));
+                s.spawn_fifo(|_| {
+                    start("E");
+                    e_started.store(true, Ordering::SeqCst);
+                });
+            });
+            s.spawn_fifo(|_| start("C"));
         });
-        s.spawn_fifo(|_| start("C"));
     });
     assert_eq!(*starts.lock().unwrap(), ["A", "B", "D", "E", "C"]);
 }
