@@ -128,6 +128,27 @@ fn rule_3_spawned_tasks_on_one_worker_run_in_lifo_order() {
 
 #[test]
 fn rule_4_affinity_tasks_come_from_the_mailbox_of_their_worker() {
+    // One worker, held while the tasks are submitted: each task's mailbox
+    // entry is then found before its proxy's shared-queue entry (rule 4
+    // before rule 5), so all 20 come by rule 4.
+    let single = Pool::builder().num_threads(1).build().unwrap();
+    let release = hold_the_only_worker(&single);
+    let stats = delta(&single, || {
+        for _ in 0..20 {
+            single.spawn_with_affinity(0, || {}).unwrap();
+        }
+        release();
+        single.wait_idle();
+    });
+    assert_eq!(stats.by_rule(Rule::Mailbox), 20);
+    // The proxies' other entries ran nothing: besides the 20, at most the
+    // holding task (if the worker had not taken it yet when `delta` began).
+    assert!(stats.by_rule(Rule::SharedQueue) <= 1, "{stats}");
+    assert_eq!(stats.total(), 20 + stats.by_rule(Rule::SharedQueue));
+
+    // Two workers, worker 1 free: its tasks come from its mailbox, or from
+    // the proxy's shared-queue entry if worker 1 finds that one first. Only
+    // if it looks stuck (a slow machine) may worker 0 claim a proxy.
     let pool = Pool::builder().num_threads(2).build().unwrap();
     let on_target = Arc::new(AtomicUsize::new(0));
     let stats = delta(&pool, || {
@@ -142,9 +163,11 @@ fn rule_4_affinity_tasks_come_from_the_mailbox_of_their_worker() {
         }
         pool.wait_idle();
     });
-    // Only worker 1 pops mailbox 1, and nothing else holds these tasks.
-    assert_eq!(on_target.load(Ordering::SeqCst), 20);
-    assert_eq!(stats.workers[1].by_rule(Rule::Mailbox), 20);
+    let on_target = on_target.load(Ordering::SeqCst) as u64;
+    assert!(on_target >= 18, "{on_target} of 20 on worker 1");
+    let w1 = &stats.workers[1];
+    assert_eq!(w1.by_rule(Rule::Mailbox) + w1.by_rule(Rule::SharedQueue), on_target);
+    assert!(w1.by_rule(Rule::Mailbox) >= 10, "{stats}");
     assert_eq!(stats.workers[0].by_rule(Rule::Mailbox), 0);
 }
 
