@@ -166,7 +166,10 @@ fn rule_4_affinity_tasks_come_from_the_mailbox_of_their_worker() {
     let on_target = on_target.load(Ordering::SeqCst) as u64;
     assert!(on_target >= 18, "{on_target} of 20 on worker 1");
     let w1 = &stats.workers[1];
-    assert_eq!(w1.by_rule(Rule::Mailbox) + w1.by_rule(Rule::SharedQueue), on_target);
+    assert_eq!(
+        w1.by_rule(Rule::Mailbox) + w1.by_rule(Rule::SharedQueue),
+        on_target
+    );
     assert!(w1.by_rule(Rule::Mailbox) >= 10, "{stats}");
     assert_eq!(stats.workers[0].by_rule(Rule::Mailbox), 0);
 }
