@@ -6,6 +6,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+/// The tests here measure where tasks run on "free" workers: run them one
+/// at a time, so they do not compete for the machine's two cores (a worker
+/// descheduled for a millisecond looks stuck, and its proxies get claimed).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn pool(threads: usize) -> Arc<Pool> {
     Arc::new(Pool::builder().num_threads(threads).build().unwrap())
 }
@@ -15,6 +24,7 @@ fn pool(threads: usize) -> Arc<Pool> {
 /// (proxies in the shared queue).
 #[test]
 fn free_target_runs_at_least_95_percent_of_its_tasks() {
+    let _serial = serial();
     const TASKS: usize = 10_000;
     for from_worker in [true, false] {
         let pool = pool(2);
@@ -55,6 +65,7 @@ fn free_target_runs_at_least_95_percent_of_its_tasks() {
 /// (another worker claims their proxies).
 #[test]
 fn busy_target_does_not_strand_its_tasks() {
+    let _serial = serial();
     const TASKS: usize = 100;
     let pool = pool(2);
     let held = Arc::new(AtomicBool::new(false));
@@ -118,6 +129,7 @@ fn busy_target_does_not_strand_its_tasks() {
 /// each task runs exactly once.
 #[test]
 fn no_task_runs_twice() {
+    let _serial = serial();
     const TASKS: usize = 20_000;
     for threads in [2, 4] {
         let pool = pool(threads);
@@ -164,6 +176,7 @@ fn no_task_runs_twice() {
 /// when it is free.
 #[test]
 fn graph_nodes_with_affinity_run_on_their_worker() {
+    let _serial = serial();
     let pool = pool(2);
     let wrong = AtomicUsize::new(0);
     let mut g = Graph::new();
@@ -193,6 +206,7 @@ fn graph_nodes_with_affinity_run_on_their_worker() {
 /// worker); then the affinities are cleared and replay alone keeps them.
 #[test]
 fn graph_affinity_replay_keeps_nodes_where_they_ran() {
+    let _serial = serial();
     const NODES: usize = 64;
     const RUNS: usize = 20;
     let pool = pool(2);

@@ -200,7 +200,7 @@ impl Probe {
     /// After `runs` runs in all: no node started before its predecessors
     /// (and their subflows) finished, every node ran `runs` times, every
     /// subflow spawned and finished all its subtasks each time, and every
-    /// node with affinity ran on its worker at least 95% of the time.
+    /// node with affinity ran on its worker at least 90% of the time.
     fn verify(&self, runs: u64, context: &str) {
         self.order.assert_none(context, "ordering violations");
         for i in 0..self.preds.len() {
@@ -219,8 +219,10 @@ impl Probe {
             self.placement.count.load(Ordering::SeqCst),
             self.pinned.load(Ordering::SeqCst),
         );
+        // 10%: these pools have up to 4 workers on 2 cores, where a
+        // descheduled worker looks stuck and its proxies are claimed.
         assert!(
-            off * 100 <= pinned * 5,
+            off * 100 <= pinned * 10,
             "{context}: {off} of {pinned} runs of nodes with affinity were elsewhere, the first: {}",
             self.placement
                 .first
