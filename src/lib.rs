@@ -241,10 +241,5 @@ pub mod loom_api {
                 crate::proxy::Taken::Run(_)
             )
         }
-        /// Leave the task to the other entry.
-        pub fn drop_entry(self) {
-            // SAFETY: each entry is consumed once (by value).
-            unsafe { crate::proxy::Proxy::drop_entry(self.0) }
-        }
     }
 }

@@ -1,9 +1,9 @@
 //! Per-worker mailboxes (rule 4): tasks with affinity for one worker.
 //!
 //! A mailbox is a FIFO that any thread may push to and only its owner pops
-//! from. A push is followed by a targeted wake of the owner
-//! (`Sleep::new_mailbox_job`), so a task with affinity never waits for a
-//! sleeping owner.
+//! from. A push from another thread is followed by a targeted wake of the
+//! owner if anyone sleeps (`Sleep::new_mailbox_job`), so a task with
+//! affinity never waits for a sleeping owner.
 //!
 //! It also tells other workers whether its owner will come for a proxy soon
 //! (`proxy.rs`): the owner marks itself idle while it searches or sleeps,
@@ -30,8 +30,9 @@ impl Default for Mailbox {
         Mailbox {
             queue: RingQueue::new(64),
             taken: AtomicU64::new(0),
-            // A worker that has not started yet will look here first.
-            idle: AtomicBool::new(true),
+            // Set only while the owner searches (`search_or_sleep`): a
+            // worker that has not started yet is judged by its progress.
+            idle: AtomicBool::new(false),
         }
     }
 }
@@ -62,20 +63,17 @@ impl Mailbox {
         self.idle.store(true, Ordering::Relaxed);
     }
 
-    /// Owner only: it runs something (a store only when that changes).
+    /// Owner only: it stops searching.
     #[inline]
     pub(crate) fn set_busy(&self) {
-        if self.idle.load(Ordering::Relaxed) {
-            self.idle.store(false, Ordering::Relaxed);
-        }
+        self.idle.store(false, Ordering::Relaxed);
     }
 
-    /// Will the owner come for an entry stamped `stamp` soon? Yes if it is
-    /// idle (and so checks its mailbox next; a push wakes it if asleep) or
-    /// has taken something since: it is working through its mailbox.
+    /// Is the owner searching for work or asleep (and so checks its
+    /// mailbox next; a push wakes it if asleep)?
     #[inline]
-    pub(crate) fn will_come_soon(&self, stamp: u64) -> bool {
-        self.idle.load(Ordering::Relaxed) || self.progress() != stamp
+    pub(crate) fn is_idle(&self) -> bool {
+        self.idle.load(Ordering::Relaxed)
     }
 
     pub(crate) fn is_empty(&self) -> bool {

@@ -435,8 +435,9 @@ impl Pool {
     /// worker's deque (from outside the pool: the shared queue). The first
     /// to take either entry claims the task. Other workers leave it to its
     /// worker while that worker is idle or working through its mailbox, and
-    /// claim it once that worker has been stuck on other work for about a
-    /// millisecond, so a long task on it cannot strand the rest.
+    /// claim it once that worker has been busy, taking nothing from its
+    /// mailbox, for about a millisecond: a long task there cannot strand
+    /// the rest.
     ///
     /// ```
     /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();

@@ -8,14 +8,14 @@
 //! drops it. So k gets it by rule 4 when it is free, and a long-busy k
 //! cannot strand it.
 //!
-//! A worker other than k that finds a proxy first asks whether k will come
-//! for it soon (`Mailbox::will_come_soon`): k is idle (searching or
-//! asleep, and the push woke it) or has taken something from its mailbox
-//! since the proxy was pushed. If so it leaves the proxy to k (dropping its
-//! own entry). If k is busy and has not moved since, k may be on a short
-//! task or stuck on a long one: the finder puts the entry back on the shared
-//! queue and claims it only once `PATIENCE` has passed with k still stuck.
-//! So only a k that sits on one long task loses its work.
+//! A worker other than k that finds an unclaimed proxy first asks whether
+//! k is stuck (`Proxy::should_claim`). While k is idle (searching or
+//! asleep: the push woke it) or takes things from its mailbox, it is not,
+//! and each look restarts the clock. Only when k has been busy without
+//! taking anything from its mailbox for `PATIENCE` does the finder claim the
+//! task. Until then it puts its entry back on the shared queue: an entry is
+//! never given up unclaimed on a guess, so a k that stops moving loses its
+//! tasks after `PATIENCE` at the latest, however it got there.
 //!
 //! Invariants: exactly one taker claims (the swap); the proxy is freed
 //! exactly once, by whichever of its two entries is dropped last (a count
@@ -23,6 +23,7 @@
 //! both entries are eventually taken or dropped by workers, exactly once.
 
 use crate::job::{JobRef, Next};
+use crate::mailbox::Mailbox;
 use crate::node_alloc;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::worker::WorkerThread;
@@ -46,11 +47,14 @@ pub(crate) struct Proxy {
     refs: AtomicUsize,
     job: JobRef,
     target: usize,
-    /// The target's mailbox progress when the proxy was pushed.
-    stamp: u64,
-    /// When another worker first found the target busy and stuck
-    /// (nanoseconds since `epoch()`, plus one; 0: not yet).
-    first_stuck: AtomicU64,
+    /// The target's mailbox progress when a finder last looked (at first,
+    /// when the proxy was pushed).
+    seen_progress: AtomicU64,
+    /// When a finder first saw the target busy at `seen_progress`
+    /// (nanoseconds since `epoch()`, plus one; 0: not yet). The entry that
+    /// is not in the mailbox is held by one thread at a time, handed on
+    /// through the queues, so these two fields have one writer at a time.
+    stuck_since: AtomicU64,
 }
 
 fn epoch() -> Instant {
@@ -78,41 +82,50 @@ impl Proxy {
                 refs: AtomicUsize::new(2),
                 job,
                 target,
-                stamp,
-                first_stuck: AtomicU64::new(0),
+                seen_progress: AtomicU64::new(stamp),
+                stuck_since: AtomicU64::new(0),
             })
         };
         // SAFETY: the proxy lives until both entries were taken or dropped.
         unsafe { JobRef::new_proxy(memory.cast(), execute) }
     }
 
-    /// The worker the task has affinity for, and the stamp to compare with
-    /// its mailbox's progress.
+    /// The worker the task has affinity for.
     ///
     /// # Safety
     /// `entry` is a proxy entry the caller holds (not yet taken or dropped).
-    pub(crate) unsafe fn target(entry: &JobRef) -> (usize, u64) {
+    pub(crate) unsafe fn target(entry: &JobRef) -> usize {
         // SAFETY: the caller's entry keeps the proxy alive.
-        let proxy = unsafe { entry.pointer().cast::<Proxy>().as_ref() };
-        (proxy.target, proxy.stamp)
+        unsafe { entry.pointer().cast::<Proxy>().as_ref() }.target
     }
 
-    /// The target was found busy and stuck: has it been so for `PATIENCE`
-    /// since the first time a worker saw it so?
+    /// Should a worker other than the target claim the task now? Yes if it
+    /// is claimed already (taking the entry just gives it up), or if the
+    /// target has been busy, taking nothing from its mailbox, for
+    /// `PATIENCE`. No (put the entry back) while the target is idle or
+    /// moving through its mailbox: it will come for its own entry.
     ///
     /// # Safety
-    /// `entry` is a proxy entry the caller holds.
-    pub(crate) unsafe fn stuck_long_enough(entry: &JobRef) -> bool {
+    /// `entry` is the non-mailbox entry of a proxy, held by the caller.
+    pub(crate) unsafe fn should_claim(entry: &JobRef, target_mailbox: &Mailbox) -> bool {
         // SAFETY: the caller's entry keeps the proxy alive.
         let proxy = unsafe { entry.pointer().cast::<Proxy>().as_ref() };
-        let now = epoch().elapsed().as_nanos() as u64 + 1;
-        match proxy
-            .first_stuck
-            .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed)
-        {
-            Ok(_) => false,
-            Err(first) => now - first >= PATIENCE.as_nanos() as u64,
+        if proxy.claimed.load(Ordering::Acquire) {
+            return true;
         }
+        let progress = target_mailbox.progress();
+        if target_mailbox.is_idle() || progress != proxy.seen_progress.load(Ordering::Relaxed) {
+            proxy.seen_progress.store(progress, Ordering::Relaxed);
+            proxy.stuck_since.store(0, Ordering::Relaxed);
+            return false;
+        }
+        let now = epoch().elapsed().as_nanos() as u64 + 1;
+        let since = proxy.stuck_since.load(Ordering::Relaxed);
+        if since == 0 {
+            proxy.stuck_since.store(now, Ordering::Relaxed);
+            return false;
+        }
+        now.saturating_sub(since) >= PATIENCE.as_nanos() as u64
     }
 
     /// Take one entry: claim the task if nobody did, and drop the entry.
@@ -131,15 +144,6 @@ impl Proxy {
         // SAFETY: our entry, given up once.
         unsafe { Self::release(memory) };
         taken
-    }
-
-    /// Drop one entry without claiming (left to the target).
-    ///
-    /// # Safety
-    /// `entry` is a proxy entry the caller holds; it is consumed.
-    pub(crate) unsafe fn drop_entry(entry: JobRef) {
-        // SAFETY: forwarded.
-        unsafe { Self::release(entry.pointer().cast()) }
     }
 
     /// # Safety

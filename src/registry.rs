@@ -320,18 +320,15 @@ impl Registry {
         unsafe { self.thread_infos[worker.index()].fifo.push(worker, job) };
     }
 
-    /// Push to the shared queue and make sure someone will see it.
-    ///
-    /// From outside the pool this is an injection: fence F1 and the full
-    /// wake logic (and, on a zero-thread pool, a drainer). From one of its
-    /// workers no fence is needed: if every sleeper missed the task, the
-    /// pushing worker is awake and reaches the shared queue itself (rule 5).
+    /// Push to the shared queue and make sure someone will see it: fence F1
+    /// and the wake logic, and, from outside a zero-thread pool, a drainer.
     pub(crate) fn inject(self: &Arc<Self>, job: JobRef, here: Option<usize>) {
         let was_empty = self.shared.push(job, here);
-        if here.is_some() {
-            self.sleep.new_internal_jobs(1, was_empty);
-        } else {
-            self.sleep.new_injected_jobs(1, was_empty);
+        // Fence F1 and the injected-work wake even from a worker: a worker
+        // in a nested wait may not take rule 5 itself (`WaitAccess`), so a
+        // sleeper must not miss the push.
+        self.sleep.new_injected_jobs(1, was_empty);
+        if here.is_none() {
             self.start_drainer_if_needed();
         }
     }

@@ -264,7 +264,6 @@ impl WorkerThread {
     /// Rules 1 and 2: run `job`, then whatever each task hands straight back.
     #[inline]
     pub(crate) fn run_chain(&self, mut job: JobRef, mut rule: Rule) {
-        self.registry.mailbox(self.index).set_busy();
         loop {
             self.counters().task(rule);
             let next = if self.tracing {
@@ -389,22 +388,17 @@ impl WorkerThread {
 
     #[cold]
     fn resolve_proxy(&self, entry: JobRef) -> Resolved {
-        // SAFETY: we hold this entry until `take` or `drop_entry`.
-        let (target, stamp) = unsafe { Proxy::target(&entry) };
-        if target != self.index {
-            if self.registry.mailbox(target).will_come_soon(stamp) {
-                // SAFETY: our entry, given up once.
-                unsafe { Proxy::drop_entry(entry) };
-                return Resolved::Gone;
-            }
-            // SAFETY: we hold the entry.
-            if !unsafe { Proxy::stuck_long_enough(&entry) } {
-                // Perhaps a short task: look again later. (An idle worker
-                // yields between its search rounds, so a target that waits
-                // for a core gets it.)
-                self.registry.inject(entry, Some(self.index));
-                return Resolved::Deferred;
-            }
+        // SAFETY: we hold this entry until `take` or we pass it on.
+        let target = unsafe { Proxy::target(&entry) };
+        // SAFETY: a non-target holds the proxy's non-mailbox entry.
+        if target != self.index
+            && !unsafe { Proxy::should_claim(&entry, self.registry.mailbox(target)) }
+        {
+            // The target will come for it, or may: look again later. (An
+            // idle worker yields between its search rounds, so a target
+            // that waits for a core gets it.)
+            self.registry.inject(entry, Some(self.index));
+            return Resolved::Deferred;
         }
         // SAFETY: our entry, consumed here.
         match unsafe { Proxy::take(entry) } {
@@ -510,12 +504,12 @@ impl WorkerThread {
         let mailbox = self.registry.mailbox(self.index);
         self.flush_trace();
         let mut idle = sleep.start_looking(self.index);
-        // Proxies for us are left to us while we look (`proxy.rs`);
-        // `run_chain` marks us busy again.
+        // Proxies for us are left to us while we look (`proxy.rs`).
         mailbox.set_idle();
         let mut passed_on = false;
         while !latch.probe() {
             if let Some((job, rule)) = self.find_work_with(access) {
+                mailbox.set_busy();
                 sleep.work_found(|| !self.registry.shared.is_empty());
                 self.run_chain(job, rule);
                 return;

@@ -248,3 +248,47 @@ fn graph_affinity_replay_keeps_nodes_where_they_ran() {
         NODES * RUNS
     );
 }
+
+/// A burst for an idle worker whose first task is long: the worker takes
+/// the long one, and the rest must not wait behind it (their proxies are
+/// not given up just because the worker moved once).
+#[test]
+fn a_burst_behind_a_long_task_is_not_stranded() {
+    let _serial = serial();
+    const SHORT: usize = 10;
+    let pool = pool(2);
+    let release = Arc::new(AtomicBool::new(false));
+    let r = release.clone();
+    pool.spawn_with_affinity(1, move || {
+        let start = Instant::now();
+        while !r.load(Ordering::SeqCst) && start.elapsed() < Duration::from_millis(200) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    })
+    .unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let on_1 = Arc::new(AtomicUsize::new(0));
+    for _ in 0..SHORT {
+        let (done, on_1) = (done.clone(), on_1.clone());
+        pool.spawn_with_affinity(1, move || {
+            if current_worker() == Some(1) {
+                on_1.fetch_add(1, Ordering::Relaxed);
+            }
+            done.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap();
+    }
+    let start = Instant::now();
+    while done.load(Ordering::Relaxed) < SHORT && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    release.store(true, Ordering::SeqCst);
+    pool.wait_idle();
+    // Had they waited for worker 1, they would have run there after the
+    // long task (200 ms at most).
+    assert_eq!(
+        on_1.load(Ordering::Relaxed),
+        0,
+        "short tasks waited behind the long one"
+    );
+}
