@@ -30,9 +30,9 @@ impl Default for Mailbox {
         Mailbox {
             queue: RingQueue::new(64),
             taken: AtomicU64::new(0),
-            // Set only while the owner searches (`search_or_sleep`): a
-            // worker that has not started yet is judged by its progress.
-            idle: AtomicBool::new(false),
+            // A worker that has not started yet will look here first. From
+            // its first wait on, the flag is set only while it searches.
+            idle: AtomicBool::new(true),
         }
     }
 }

@@ -486,6 +486,9 @@ impl WorkerThread {
             }
         };
         self.wait_depth.set(depth + 1);
+        // Busy from here on, until a search finds nothing (a worker starts
+        // out idle, so that proxies wait for a thread that is starting).
+        self.registry.mailbox(self.index).set_busy();
         while !latch.probe() {
             if let Some((job, rule)) = self.find_work_with(&access) {
                 self.run_chain(job, rule);
