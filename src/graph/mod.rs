@@ -80,7 +80,7 @@ impl CancelToken {
 
     /// Whether the token has fired (and the run not yet returned).
     pub fn is_cancelled(&self) -> bool {
-        self.shared.is_cancel_requested()
+        self.shared.is_cancelled()
     }
 }
 

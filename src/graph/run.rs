@@ -87,12 +87,9 @@ impl RunShared {
         self.cancel.store(true, Ordering::Relaxed);
     }
 
-    pub(crate) fn is_cancel_requested(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
-    }
 
     #[inline]
-    fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.cancel.load(Ordering::Relaxed)
     }
 
