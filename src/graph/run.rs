@@ -87,7 +87,6 @@ impl RunShared {
         self.cancel.store(true, Ordering::Relaxed);
     }
 
-
     #[inline]
     pub(crate) fn is_cancelled(&self) -> bool {
         self.cancel.load(Ordering::Relaxed)
