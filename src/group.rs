@@ -21,6 +21,7 @@
 
 use crate::latch::CountLatch;
 use crate::sync::{AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, fence};
+use crate::worker::SharedQueueFlag;
 use crossbeam_utils::CachePadded;
 use std::any::Any;
 
@@ -40,10 +41,8 @@ pub(crate) struct Group {
     cancelled: AtomicBool,
     /// The first panic of a structured group, resumed by its waiter.
     panic: Mutex<Option<Box<dyn Any + Send>>>,
-    /// Set before any of the group's work goes to the shared queue: a
-    /// nested wait for this group must then take rule 5 (see
-    /// `worker::WaitAccess`), or it could wait for a task only it would run.
-    used_shared_queue: AtomicBool,
+    /// Whether the group's work went to the shared queue (`WaitAccess`).
+    used_shared_queue: SharedQueueFlag,
 }
 
 impl Group {
@@ -52,7 +51,7 @@ impl Group {
             completion: CachePadded::new(Completion::Structured(latch)),
             cancelled: AtomicBool::new(false),
             panic: Mutex::new(None),
-            used_shared_queue: AtomicBool::new(false),
+            used_shared_queue: SharedQueueFlag::new(),
         }
     }
 
@@ -61,7 +60,7 @@ impl Group {
             completion: CachePadded::new(Completion::Static(IdleCounter::new())),
             cancelled: AtomicBool::new(false),
             panic: Mutex::new(None),
-            used_shared_queue: AtomicBool::new(false),
+            used_shared_queue: SharedQueueFlag::new(),
         }
     }
 
@@ -95,18 +94,10 @@ impl Group {
         }
     }
 
-    /// Some of the group's work is about to go to the shared queue. Call
-    /// before the push, so a waiter that sees the task sees the flag too.
+    /// Whether the group's work went to the shared queue, for its waiter
+    /// and for whoever pushes there (`SharedQueueFlag::note`).
     #[inline]
-    pub(crate) fn note_shared_queue(&self) {
-        if !self.used_shared_queue.load(Ordering::Relaxed) {
-            self.used_shared_queue.store(true, Ordering::SeqCst);
-        }
-    }
-
-    /// The flag `note_shared_queue` sets, for the group's waiter.
-    #[inline]
-    pub(crate) fn used_shared_queue(&self) -> &AtomicBool {
+    pub(crate) fn used_shared_queue(&self) -> &SharedQueueFlag {
         &self.used_shared_queue
     }
 

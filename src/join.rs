@@ -136,13 +136,7 @@ fn traced_inline<RA, B, RB>(
 where
     B: FnOnce() -> RB,
 {
-    worker
-        .registry()
-        .trace_buffer(worker.index())
-        .task_started();
-    let start_ns = worker.registry().trace_now();
-    let result_b = unwind::halt_unwinding(b);
-    worker.record_task(Rule::OwnDeque, start_ns);
+    let result_b = worker.traced(Rule::OwnDeque, || unwind::halt_unwinding(b));
     match (result_a, result_b) {
         (Ok(ra), Ok(rb)) => (ra, rb),
         (Err(payload), _) | (Ok(_), Err(payload)) => unwind::resume_unwinding(payload),

@@ -256,7 +256,7 @@ impl Registry {
             // SAFETY: a ready node's group lives until the node ran (the
             // node or a descendant of it holds a unit).
             if let Some(group) = unsafe { group.as_ref() } {
-                group.note_shared_queue();
+                group.used_shared_queue().note();
             }
         });
     }

@@ -128,7 +128,7 @@ impl<'scope> Scope<'scope> {
         match WorkerThread::current_in(&self.registry) {
             Some(worker) => worker.push(job_ref),
             None => {
-                self.group.note_shared_queue();
+                self.group.used_shared_queue().note();
                 self.registry.inject(job_ref, None)
             }
         }
@@ -211,7 +211,7 @@ impl<'scope> ScopeFifo<'scope> {
             }
             // From outside the pool the shared queue is FIFO already.
             None => {
-                self.base.group.note_shared_queue();
+                self.base.group.used_shared_queue().note();
                 self.base.registry.inject(job_ref, None)
             }
         }

@@ -31,7 +31,7 @@
 //! - **Rule 5 only at the outermost level.** A nested wait leaves enqueued
 //!   tasks to workers at their outermost loop, so it is not held up by
 //!   unrelated long work. Exception, for liveness: a wait whose own group
-//!   put work into the shared queue (`Group::note_shared_queue`) takes
+//!   put work into the shared queue (`SharedQueueFlag`) takes
 //!   rule 5, at any depth, since no one else may be free to.
 //!
 //! Invariants: only the owning thread pushes to or pops from the tail of
@@ -71,8 +71,38 @@ pub(crate) struct WaitAccess<'a> {
 enum SharedAccess<'a> {
     Always,
     Never,
-    /// When the waited-for group has used the shared queue.
-    IfSet(&'a AtomicBool),
+    /// When the waited-for work has used the shared queue.
+    IfSet(&'a SharedQueueFlag),
+}
+
+/// Set before any of a wait's own work (a group's, a graph run's) goes to
+/// the shared queue: a nested wait for that work must then take rule 5, or
+/// it could wait for a task only it would run.
+pub(crate) struct SharedQueueFlag(AtomicBool);
+
+impl SharedQueueFlag {
+    pub(crate) fn new() -> Self {
+        SharedQueueFlag(AtomicBool::new(false))
+    }
+
+    /// Some of the work is about to go to the shared queue. Call before the
+    /// push, so a waiter that sees the task sees the flag too.
+    #[inline]
+    pub(crate) fn note(&self) {
+        if !self.0.load(Ordering::Relaxed) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// For work that starts over (a graph's next run).
+    pub(crate) fn reset(&self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
 }
 
 impl WaitAccess<'_> {
@@ -87,7 +117,7 @@ impl WaitAccess<'_> {
         match self.shared {
             SharedAccess::Always => true,
             SharedAccess::Never => false,
-            SharedAccess::IfSet(flag) => flag.load(Ordering::SeqCst),
+            SharedAccess::IfSet(flag) => flag.is_set(),
         }
     }
 }
@@ -287,12 +317,18 @@ impl WorkerThread {
     #[cold]
     #[inline(never)]
     fn run_traced(&self, job: JobRef, rule: Rule) -> Option<Next> {
+        // SAFETY: as in `run_chain`, which hands us the job to run once.
+        self.traced(rule, || unsafe { job.execute(self) })
+    }
+
+    /// Run `task` (supplied by `rule`) with a trace record around it:
+    /// announced before it runs, recorded when it ends.
+    pub(crate) fn traced<R>(&self, rule: Rule, task: impl FnOnce() -> R) -> R {
         self.registry.trace_buffer(self.index).task_started();
         let start_ns = self.registry.trace_now();
-        // SAFETY: as in `run_chain`, which hands us the job to run once.
-        let next = unsafe { job.execute(self) };
+        let result = task();
         self.record_task(rule, start_ns);
-        next
+        result
     }
 
     /// Is the pool recording a trace?
@@ -308,7 +344,7 @@ impl WorkerThread {
 
     /// Record a task that started at `start_ns` (announced with
     /// `TraceBuffer::task_started`) and ends now.
-    pub(crate) fn record_task(&self, rule: Rule, start_ns: u64) {
+    fn record_task(&self, rule: Rule, start_ns: u64) {
         let end_ns = self.registry.trace_now();
         let name = self.trace_name.borrow_mut().take();
         let mut batch = self.trace_batch.borrow_mut();
@@ -460,8 +496,8 @@ impl WorkerThread {
     }
 
     /// Work by the six rules until `latch` is set, sleeping on it when there
-    /// is nothing to do. `group_flag`: the waited-for group's
-    /// `used_shared_queue`, if the wait is for a group.
+    /// is nothing to do. `group_flag`: the flag of the waited-for work, if
+    /// its tasks may go to the shared queue.
     ///
     /// The outermost wait of a thread uses all six rules; a nested one is
     /// limited as the module documentation says.
@@ -470,7 +506,7 @@ impl WorkerThread {
     /// worker whose search came back empty registers as idle. (Registering
     /// around every task would make all workers hammer the one shared
     /// counter word.)
-    pub(crate) fn wait_until(&self, latch: &CoreLatch, group_flag: Option<&AtomicBool>) {
+    pub(crate) fn wait_until(&self, latch: &CoreLatch, group_flag: Option<&SharedQueueFlag>) {
         let depth = self.wait_depth.get();
         let access = if depth == 0 {
             WaitAccess::OUTERMOST

@@ -27,7 +27,7 @@ use crate::registry::Registry;
 use crate::stats::Rule;
 use crate::task::Dispatch;
 use crate::unwind;
-use crate::worker::WorkerThread;
+use crate::worker::{SharedQueueFlag, WorkerThread};
 use parking_lot::Mutex;
 use std::any::Any;
 use std::ptr::{self, NonNull};
@@ -49,9 +49,8 @@ pub(crate) struct RunShared {
     successor_pool: AtomicPtr<u32>,
     /// The nodes' names as trace records want them, one per node.
     names: AtomicPtr<Option<Arc<str>>>,
-    /// Set before any node goes to the shared queue: a nested wait for the
-    /// run must then take rule 5 (see `worker::WaitAccess`).
-    used_shared_queue: crate::sync::AtomicBool,
+    /// Whether the run's nodes went to the shared queue (`WaitAccess`).
+    used_shared_queue: SharedQueueFlag,
     /// The latch an outside caller blocks on, reused run after run.
     blocking: Arc<LockLatch>,
     /// Affinity replay: nodes prefer the worker that ran them last.
@@ -67,7 +66,7 @@ impl RunShared {
             nodes: AtomicPtr::new(ptr::null_mut()),
             successor_pool: AtomicPtr::new(ptr::null_mut()),
             names: AtomicPtr::new(ptr::null_mut()),
-            used_shared_queue: crate::sync::AtomicBool::new(false),
+            used_shared_queue: SharedQueueFlag::new(),
             blocking: Arc::new(LockLatch::new()),
             replay: AtomicBool::new(false),
         }
@@ -98,12 +97,6 @@ impl RunShared {
             *slot = Some(payload);
         }
         self.cancel.store(true, Ordering::Relaxed);
-    }
-
-    fn note_shared_queue(&self) {
-        if !self.used_shared_queue.load(Ordering::Relaxed) {
-            self.used_shared_queue.store(true, Ordering::SeqCst);
-        }
     }
 }
 
@@ -378,7 +371,7 @@ unsafe fn complete<'a>(
                 succ.dispatch,
                 affinity,
                 Some(worker),
-                || shared.note_shared_queue(),
+                || shared.used_shared_queue.note(),
             );
         }
     }
@@ -410,7 +403,7 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
     shared
         .names
         .store(graph.trace_names.as_ptr().cast_mut(), Ordering::Relaxed);
-    shared.used_shared_queue.store(false, Ordering::Relaxed);
+    shared.used_shared_queue.reset();
     let roots = &graph.roots;
     let sinks = graph.sinks;
     match WorkerThread::current_in(registry) {
@@ -468,7 +461,7 @@ fn start(
         let root = unsafe { &*base.add(r as usize) };
         let affinity = preferred_worker(root, shared.replay());
         registry.route(node_job(root), root.dispatch, affinity, here, || {
-            shared.note_shared_queue()
+            shared.used_shared_queue.note()
         });
     }
     // SAFETY: the latch lives on the caller's frame until after its wait.
