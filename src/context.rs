@@ -60,7 +60,12 @@ impl<'w> Context<'w> {
     /// Push `task` onto this worker's own deque (rule 3 here, rule 6 for a
     /// thief). If it still has predecessors, it runs when they complete.
     pub fn spawn(&mut self, task: TaskRef) {
-        if let Some(ready) = task.submit(self.group, Some(Dispatch::Spawn), None) {
+        if let Some(ready) = task.submit(
+            self.group,
+            Some(Dispatch::Spawn),
+            None,
+            self.worker.region(),
+        ) {
             self.worker.route(ready);
         }
     }
@@ -68,7 +73,12 @@ impl<'w> Context<'w> {
     /// Push `task` onto the shared queue (rule 5): fair, approximately FIFO,
     /// and guaranteed to run eventually.
     pub fn enqueue(&mut self, task: TaskRef) {
-        if let Some(ready) = task.submit(self.group, Some(Dispatch::Enqueue), None) {
+        if let Some(ready) = task.submit(
+            self.group,
+            Some(Dispatch::Enqueue),
+            None,
+            self.worker.region(),
+        ) {
             self.worker.route(ready);
         }
     }
@@ -86,7 +96,7 @@ impl<'w> Context<'w> {
                 num_workers,
             });
         }
-        if let Some(ready) = task.submit(self.group, None, Some(worker)) {
+        if let Some(ready) = task.submit(self.group, None, Some(worker), self.worker.region()) {
             self.worker.route(ready);
         }
         Ok(())

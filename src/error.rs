@@ -15,8 +15,12 @@ pub enum BuildError {
         /// The most a pool may have.
         max: usize,
     },
-    /// The operating system refused to start a worker thread.
+    /// The operating system refused to start a worker thread (the threads
+    /// already started were stopped and joined).
     ThreadSpawn(std::io::Error),
+    /// `Builder::build_global` after the global pool was configured or
+    /// used already.
+    GlobalPoolAlreadyInitialized,
 }
 
 impl fmt::Display for BuildError {
@@ -27,6 +31,10 @@ impl fmt::Display for BuildError {
                 "a pool can have at most {max} worker threads; {requested} were requested"
             ),
             BuildError::ThreadSpawn(e) => write!(f, "could not start a worker thread: {e}"),
+            BuildError::GlobalPoolAlreadyInitialized => write!(
+                f,
+                "the global pool has already been initialized (configure it before its first use)"
+            ),
         }
     }
 }
@@ -35,7 +43,7 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::ThreadSpawn(e) => Some(e),
-            BuildError::TooManyThreads { .. } => None,
+            BuildError::TooManyThreads { .. } | BuildError::GlobalPoolAlreadyInitialized => None,
         }
     }
 }

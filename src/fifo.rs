@@ -54,10 +54,13 @@ impl WorkerFifo {
     /// owner waits for the real job, or owns the FIFO for good).
     pub(crate) unsafe fn push(&self, worker: &WorkerThread, job: JobRef) {
         assert_eq!(worker.index(), self.owner, "a FIFO is pushed by its owner");
+        let region = job.region();
         // SAFETY: we are worker `owner`, the only user of `local`.
         unsafe { (*self.local.get()).push(job) };
-        // SAFETY: the caller keeps `self` alive for the indirect job.
-        worker.push(unsafe { JobRef::new(NonNull::from(self).cast(), run_front) });
+        // SAFETY: the caller keeps `self` alive for the indirect job. It
+        // carries the real job's region: a FIFO only ever holds jobs of
+        // one region at a time (callers push only in the job's region).
+        worker.push(unsafe { JobRef::new(NonNull::from(self).cast(), run_front, region) });
     }
 
     /// The oldest job, for the indirect job that `worker` runs.

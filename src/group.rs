@@ -13,6 +13,15 @@
 //! continuation-passing tree touches the group counter once, not once per
 //! task, and workers do not fight over one cache line.
 //!
+//! Two failure contracts (`OnPanic`): the task-graph constructs (`run` with
+//! task nodes) keep oneTBB's, where the first panic cancels the nodes that
+//! have not started; `scope` and `scope_fifo` keep rayon's, where every
+//! spawned job still runs and the first panic is only recorded.
+//!
+//! A structured group also knows the isolation region (`region.rs`) it
+//! was made in: its jobs carry it, so an isolated wait for the group can
+//! run every one of them.
+//!
 //! Invariants: the count is never zero while a node that holds no unit is
 //! unfinished, because that node has a unit-holding descendant; a node
 //! touches its group only before it decrements its successors or, if it
@@ -20,6 +29,7 @@
 //! group may be freed right after).
 
 use crate::latch::CountLatch;
+use crate::region::Region;
 use crate::sync::{AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, fence};
 use crate::worker::SharedQueueFlag;
 use crossbeam_utils::CachePadded;
@@ -33,6 +43,15 @@ pub(crate) enum Completion {
     Static(IdleCounter),
 }
 
+/// What the first panic in a group does to the jobs that have not started.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum OnPanic {
+    /// oneTBB's contract: skip them (task graphs, `run`).
+    Cancel,
+    /// rayon's contract: run them all anyway (`scope`, `scope_fifo`).
+    RunAll,
+}
+
 pub(crate) struct Group {
     /// Padded away from `cancelled`: every unit holder writes the count,
     /// every node start reads `cancelled`.
@@ -43,15 +62,21 @@ pub(crate) struct Group {
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     /// Whether the group's work went to the shared queue (`WaitAccess`).
     used_shared_queue: SharedQueueFlag,
+    on_panic: OnPanic,
+    /// The isolation region its jobs run in (structured groups).
+    region: Region,
 }
 
 impl Group {
-    pub(crate) fn structured(latch: CountLatch) -> Self {
+    /// The group of a wait in isolation region `region`.
+    pub(crate) fn structured(latch: CountLatch, on_panic: OnPanic, region: Region) -> Self {
         Group {
             completion: CachePadded::new(Completion::Structured(latch)),
             cancelled: AtomicBool::new(false),
             panic: Mutex::new(None),
             used_shared_queue: SharedQueueFlag::new(),
+            on_panic,
+            region,
         }
     }
 
@@ -61,7 +86,25 @@ impl Group {
             cancelled: AtomicBool::new(false),
             panic: Mutex::new(None),
             used_shared_queue: SharedQueueFlag::new(),
+            on_panic: OnPanic::RunAll,
+            region: Region::NONE,
         }
+    }
+
+    /// The region a job of this group runs in, when submitted from a
+    /// context in region `current`: a structured group's own (its waiter
+    /// must be able to run it), a `'static` task's submitter's.
+    #[inline]
+    pub(crate) fn region_for(&self, current: Region) -> Region {
+        match *self.completion {
+            Completion::Structured(_) => self.region,
+            Completion::Static(_) => current,
+        }
+    }
+
+    /// The region a structured group's jobs run in.
+    pub(crate) fn region(&self) -> Region {
+        self.region
     }
 
     pub(crate) fn is_static(&self) -> bool {
@@ -110,13 +153,16 @@ impl Group {
         self.cancelled.store(true, Ordering::Relaxed);
     }
 
-    /// Keep the first panic and cancel the nodes that have not started.
+    /// Keep the first panic and, under oneTBB's contract, cancel the nodes
+    /// that have not started.
     pub(crate) fn record_panic(&self, payload: Box<dyn Any + Send>) {
         let mut slot = self.panic.lock();
         if slot.is_none() {
             *slot = Some(payload);
         }
-        self.cancel();
+        if self.on_panic == OnPanic::Cancel {
+            self.cancel();
+        }
     }
 
     pub(crate) fn take_panic(&self) -> Option<Box<dyn Any + Send>> {

@@ -10,14 +10,14 @@
 //! at stays valid until then (a task node frees itself when it completes; a
 //! stack job's owner waits for its latch before its frame ends).
 
-use crate::latch::LockLatch;
+use crate::latch::CountLatch;
+use crate::region::Region;
 use crate::stats::Rule;
 use crate::unwind;
 use crate::worker::WorkerThread;
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
-use std::sync::Arc;
 
 /// The low address bit that marks a proxy entry.
 const PROXY_TAG: usize = 1;
@@ -27,6 +27,9 @@ const PROXY_TAG: usize = 1;
 pub(crate) struct JobRef {
     pointer: NonNull<()>,
     execute_fn: unsafe fn(NonNull<()>, &WorkerThread) -> Option<Next>,
+    /// The isolation region the job belongs to (`region.rs`): the worker
+    /// that runs it adopts it, and an isolated wait takes only its own.
+    region: Region,
 }
 
 // SAFETY: a JobRef is a unique claim on work whose data is Send (task bodies
@@ -54,11 +57,13 @@ impl JobRef {
     pub(crate) unsafe fn new(
         pointer: NonNull<()>,
         execute_fn: unsafe fn(NonNull<()>, &WorkerThread) -> Option<Next>,
+        region: Region,
     ) -> JobRef {
         debug_assert_eq!(pointer.as_ptr() as usize & PROXY_TAG, 0);
         JobRef {
             pointer,
             execute_fn,
+            region,
         }
     }
 
@@ -69,6 +74,7 @@ impl JobRef {
     pub(crate) unsafe fn new_proxy(
         pointer: NonNull<()>,
         execute_fn: unsafe fn(NonNull<()>, &WorkerThread) -> Option<Next>,
+        region: Region,
     ) -> JobRef {
         // SAFETY: setting the low bit of a non-null address keeps it non-null.
         let tagged =
@@ -76,7 +82,14 @@ impl JobRef {
         JobRef {
             pointer: tagged,
             execute_fn,
+            region,
         }
+    }
+
+    /// The isolation region the job belongs to.
+    #[inline]
+    pub(crate) fn region(&self) -> Region {
+        self.region
     }
 
     /// Is this an entry of a proxy (a task with affinity, placed twice)?
@@ -115,13 +128,14 @@ pub(crate) enum JobResult<R> {
     Panic(Box<dyn Any + Send>),
 }
 
-/// A closure on the stack of a thread outside the pool, run by a worker
-/// (`Pool::install`). The owner injects `as_job_ref()`, waits on `latch`,
-/// then takes the result.
+/// A closure on the stack of a thread that waits for it to run in a pool
+/// (`Pool::install` from outside the pool, or from a worker of another
+/// pool). The owner injects `as_job_ref()`, waits on `latch` (blocking, or
+/// by working if it is a worker of another pool), then takes the result.
 pub(crate) struct StackJob<F, R> {
-    /// Shared with the executing worker, which keeps its reference alive
-    /// across `set`: the owner frees the job as soon as it wakes.
-    latch: Arc<LockLatch>,
+    /// Set (released once) by the executing worker as its last touch: the
+    /// owner may free the job as soon as it sees it set.
+    latch: CountLatch,
     func: UnsafeCell<Option<F>>,
     result: UnsafeCell<JobResult<R>>,
 }
@@ -131,9 +145,9 @@ where
     F: FnOnce() -> R + Send,
     R: Send,
 {
-    pub(crate) fn new(func: F) -> Self {
+    pub(crate) fn new(func: F, latch: CountLatch) -> Self {
         StackJob {
-            latch: Arc::new(LockLatch::new()),
+            latch,
             func: UnsafeCell::new(Some(func)),
             result: UnsafeCell::new(JobResult::None),
         }
@@ -141,35 +155,38 @@ where
 
     /// # Safety
     /// `self` must not move or be dropped until its latch is set.
-    pub(crate) unsafe fn as_job_ref(&self) -> JobRef {
+    pub(crate) unsafe fn as_job_ref(&self, region: Region) -> JobRef {
         // SAFETY: the caller keeps `self` in place until `execute` has set
         // the latch, which is the last thing `execute` does with it.
-        unsafe { JobRef::new(NonNull::from(self).cast(), Self::execute) }
+        unsafe { JobRef::new(NonNull::from(self).cast(), Self::execute, region) }
     }
 
     unsafe fn execute(this: NonNull<()>, _worker: &WorkerThread) -> Option<Next> {
+        let this = this.cast::<Self>();
         // SAFETY: `this` came from `as_job_ref` and the job runs once, so we
         // are the only accessor of `func` and `result` until the latch is
-        // set; the owner reads `result` only after that.
+        // set; the owner reads `result` only after that. The latch is
+        // released through a raw pointer: the owner may free the job the
+        // moment it is set.
         unsafe {
-            let this = this.cast::<Self>().as_ref();
-            let func = (*this.func.get()).take().expect("stack job run twice");
-            *this.result.get() = match unwind::halt_unwinding(func) {
+            let job = this.as_ref();
+            let func = (*job.func.get()).take().expect("stack job run twice");
+            *job.result.get() = match unwind::halt_unwinding(func) {
                 Ok(value) => JobResult::Ok(value),
                 Err(payload) => JobResult::Panic(payload),
             };
-            let latch = Arc::clone(&this.latch);
-            latch.set();
+            CountLatch::release(&raw const (*this.as_ptr()).latch);
         }
         None
     }
 
-    /// Block until a worker ran the job.
-    pub(crate) fn wait(&self) {
-        self.latch.wait();
+    /// The latch the owner waits on.
+    pub(crate) fn latch(&self) -> &CountLatch {
+        &self.latch
     }
 
-    /// The result, resuming the job's panic if it had one. Call after `wait`.
+    /// The result, resuming the job's panic if it had one. Call after the
+    /// latch was set.
     pub(crate) fn into_result(self) -> R {
         match self.result.into_inner() {
             JobResult::Ok(value) => value,

@@ -15,6 +15,7 @@
 
 use crate::job::{JobRef, Next};
 use crate::latch::CountLatch;
+use crate::region::Region;
 use crate::stats::Rule;
 use crate::unwind;
 use crate::worker::{Resolved, WorkerThread};
@@ -25,10 +26,11 @@ use std::ptr::NonNull;
 /// Run `a` and `b`, potentially in parallel, and return both results.
 ///
 /// Inside a worker of a pool, `b` is offered to thieves while `a` runs on
-/// this thread. Outside every pool there is nobody to share with, and both
-/// run here, `a` first (use [`Pool::join`](crate::Pool::join) to run them
-/// in a pool). A panic in either is resumed after both finished; if both
-/// panic, `a`'s panic is the one resumed.
+/// this thread. Outside every pool, both run in the global pool (see
+/// [`Pool::global`](crate::Pool::global)) while the caller blocks; use
+/// [`Pool::join`](crate::Pool::join) to pick a pool. Both always run: a
+/// panic in either is resumed after both finished; if both panic, `a`'s
+/// panic is the one resumed.
 ///
 /// ```
 /// fn fib(n: u64) -> u64 {
@@ -50,12 +52,7 @@ where
 {
     match WorkerThread::current() {
         Some(worker) => join_on_worker(worker, a, b),
-        None => {
-            let ra = unwind::halt_unwinding(a);
-            let rb = unwind::halt_unwinding(b);
-            // Left to right: `a`'s panic wins.
-            (ok_or_resume(ra), ok_or_resume(rb))
-        }
+        None => crate::Pool::global().install(|| join(a, b)),
     }
 }
 
@@ -79,7 +76,7 @@ where
     );
     // SAFETY: `job_b` stays in this frame until it was taken back or its
     // latch is set (both ensured below before returning or unwinding).
-    let job_b_ref = unsafe { job_b.as_job_ref() };
+    let job_b_ref = unsafe { job_b.as_job_ref(worker.region()) };
     worker.push(job_b_ref);
 
     // Even if `a` panics we must not leave before `b` is done: `b` may be
@@ -166,9 +163,9 @@ where
     /// # Safety
     /// `self` must stay in place until its latch is set or the job was
     /// taken back and run by its owner.
-    unsafe fn as_job_ref(&self) -> JobRef {
+    unsafe fn as_job_ref(&self, region: Region) -> JobRef {
         // SAFETY: forwarded to the caller.
-        unsafe { JobRef::new(NonNull::from(self).cast(), Self::execute) }
+        unsafe { JobRef::new(NonNull::from(self).cast(), Self::execute, region) }
     }
 
     unsafe fn execute(this: NonNull<()>, _worker: &WorkerThread) -> Option<Next> {

@@ -61,6 +61,7 @@ mod context;
 mod deque;
 mod error;
 mod fifo;
+mod global;
 mod graph;
 mod group;
 mod job;
@@ -70,6 +71,8 @@ mod mailbox;
 mod node_alloc;
 mod pool;
 mod proxy;
+mod region;
+mod region_queue;
 mod registry;
 mod ring_queue;
 mod scope;
@@ -85,9 +88,11 @@ mod worker;
 
 pub use context::{Context, Continuation};
 pub use error::{AffinityError, BuildError, GraphError, TaskError};
+pub use global::{current_num_threads, enqueue, spawn, spawn_fifo};
 pub use graph::{CancelToken, Graph, NodeId, Subflow};
 pub use join::join;
 pub use pool::{Builder, Pool, current_worker};
+pub use region::isolate;
 pub use scope::{Scope, ScopeFifo, scope, scope_fifo};
 pub use stats::{Rule, Stats, WorkerStats};
 pub use task::{Dispatch, Task, TaskRef};
@@ -221,8 +226,13 @@ pub mod loom_api {
             unreachable!("the model only claims")
         }
         // SAFETY: the dummy task is a static and is never run.
-        let job =
-            unsafe { crate::job::JobRef::new(std::ptr::NonNull::from(&TASK).cast(), never_run) };
+        let job = unsafe {
+            crate::job::JobRef::new(
+                std::ptr::NonNull::from(&TASK).cast(),
+                never_run,
+                crate::region::Region::NONE,
+            )
+        };
         let entry = crate::proxy::Proxy::new_pair(job, 0, 0);
         (LoomProxyEntry(entry), LoomProxyEntry(entry))
     }

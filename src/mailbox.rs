@@ -9,16 +9,24 @@
 //! (`proxy.rs`): the owner marks itself idle while it searches or sleeps,
 //! and counts what it takes.
 //!
+//! Jobs of an isolated region (`region.rs`) wait in a separate, searchable
+//! queue, so that the owner in an isolated wait finds its region's jobs
+//! without taking the others'.
+//!
 //! Invariants: only worker `k` pops mailbox `k`, sets its idle flag and
 //! bumps its count (single writer: a relaxed load and store suffice).
 
 use crate::job::JobRef;
+use crate::region::Region;
+use crate::region_queue::RegionQueue;
 use crate::ring_queue::RingQueue;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
 pub(crate) struct Mailbox {
     /// A ring first: pushing allocates nothing in steady state.
     queue: RingQueue<JobRef>,
+    /// Jobs of isolated regions.
+    isolated: RegionQueue,
     /// Entries the owner has taken so far.
     taken: AtomicU64,
     /// The owner is searching for work or asleep (or not started yet).
@@ -29,6 +37,7 @@ impl Default for Mailbox {
     fn default() -> Self {
         Mailbox {
             queue: RingQueue::new(64),
+            isolated: RegionQueue::default(),
             taken: AtomicU64::new(0),
             // A worker that has not started yet will look here first. From
             // its first wait on, the flag is set only while it searches.
@@ -39,16 +48,37 @@ impl Default for Mailbox {
 
 impl Mailbox {
     pub(crate) fn push(&self, job: JobRef) {
-        self.queue.push(job);
+        if job.region().is_isolated() {
+            self.isolated.push(job);
+        } else {
+            self.queue.push(job);
+        }
     }
 
-    /// Owner only.
+    /// Owner only: the oldest job, of any region.
     #[inline]
     pub(crate) fn pop(&self) -> Option<JobRef> {
-        let job = self.queue.pop()?;
+        let job = self.queue.pop().or_else(|| self.isolated.pop_any())?;
+        self.count_taken();
+        Some(job)
+    }
+
+    /// Owner only, in an isolated wait: the oldest job of `region`.
+    pub(crate) fn pop_region(&self, region: Region) -> Option<JobRef> {
+        let job = self.isolated.pop_region(region)?;
+        self.count_taken();
+        Some(job)
+    }
+
+    /// Is a job of `region` waiting?
+    pub(crate) fn has_region(&self, region: Region) -> bool {
+        self.isolated.has_region(region)
+    }
+
+    #[inline]
+    fn count_taken(&self) {
         self.taken
             .store(self.taken.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        Some(job)
     }
 
     /// The owner's progress so far, to stamp a proxy with.
@@ -77,6 +107,6 @@ impl Mailbox {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.queue.is_empty()
+        self.queue.is_empty() && self.isolated.is_empty()
     }
 }

@@ -10,9 +10,9 @@
 
 use crate::error::{AffinityError, BuildError, GraphError};
 use crate::graph::Graph;
-use crate::group::Group;
-use crate::job::StackJob;
+use crate::group::{Group, OnPanic};
 use crate::latch::CountLatch;
+use crate::region;
 use crate::registry::{PanicHandler, Registry, RegistryConfig, ThreadHandler};
 use crate::stats::Stats;
 use crate::task::{Dispatch, TaskRef};
@@ -68,16 +68,20 @@ impl Builder {
         Builder::default()
     }
 
-    /// The number of worker threads. `0` means none of its own: the thread
-    /// that calls `install`, `run` or `wait_idle` runs the tasks (handy for
-    /// deterministic debugging), and work submitted from outside starts a
-    /// temporary thread that drains it.
+    /// The number of worker threads. Without it: `SIXFOLD_NUM_THREADS` if
+    /// that is a positive number, else one per core this process may run
+    /// on. `0` means none of its own: the thread that calls `install`,
+    /// `run` or `wait_idle` runs the tasks (handy for deterministic
+    /// debugging), and work submitted from outside, or from a worker of
+    /// another pool, starts a temporary thread that drains it.
     pub fn num_threads(mut self, n: usize) -> Self {
         self.num_threads = Some(n);
         self
     }
 
-    /// Name worker thread `i` with `name(i)`.
+    /// Name worker thread `i` with `name(i)`. If `name` panics, `build`
+    /// stops and joins the threads it had started (their exit handlers
+    /// run), then resumes the panic.
     pub fn thread_name<F>(mut self, name: F) -> Self
     where
         F: FnMut(usize) -> String + 'static,
@@ -161,7 +165,8 @@ impl Builder {
         self
     }
 
-    /// Start the pool's threads.
+    /// Start the pool's threads. On an error, the threads already started
+    /// have been stopped and joined.
     pub fn build(self) -> Result<Pool, BuildError> {
         let num_threads = self.num_threads.unwrap_or_else(default_num_threads);
         let topology = self.topology.unwrap_or_else(Topology::detect);
@@ -180,9 +185,17 @@ impl Builder {
     }
 }
 
-/// The cores this process may run on (its CPU mask), else what the OS
-/// reports as available parallelism.
-fn default_num_threads() -> usize {
+/// `SIXFOLD_NUM_THREADS` if it is a positive number, else the cores this
+/// process may run on (its CPU mask), else what the OS reports as
+/// available parallelism.
+pub(crate) fn default_num_threads() -> usize {
+    if let Some(n) = std::env::var("SIXFOLD_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+    {
+        return n;
+    }
     core_affinity::get_core_ids()
         .map(|ids| ids.len())
         .filter(|&n| n > 0)
@@ -216,6 +229,10 @@ impl Pool {
         Builder::new()
     }
 
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
     /// A pool with the default configuration.
     pub fn new() -> Result<Pool, BuildError> {
         Builder::new().build()
@@ -233,33 +250,29 @@ impl Pool {
         self.registry.num_slots()
     }
 
-    /// Run `f` on a worker of this pool and return its result; block until
-    /// then. Inside a worker of this pool, `f` simply runs. A panic in `f`
-    /// is resumed here.
+    /// Run `f` on a worker of this pool and return its result; wait until
+    /// then. Inside a worker of this pool, `f` simply runs. A worker of
+    /// another pool waits by running its own pool's tasks (and sleeps when
+    /// there are none), so pools that call into each other never deadlock;
+    /// any other thread blocks. A panic in `f` is resumed here.
     ///
     /// ```
     /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
     /// let inside = pool.install(|| sixfold::current_worker().is_some());
     /// assert!(inside);
+    /// // Pools may call into each other, even with one worker each.
+    /// let (a, b) = (
+    ///     sixfold::Pool::builder().num_threads(1).build().unwrap(),
+    ///     sixfold::Pool::builder().num_threads(1).build().unwrap(),
+    /// );
+    /// assert_eq!(a.install(|| b.install(|| a.install(|| 1))), 1);
     /// ```
     pub fn install<R, F>(&self, f: F) -> R
     where
         F: FnOnce() -> R + Send,
         R: Send,
     {
-        if WorkerThread::current_in(&self.registry).is_some() {
-            return f();
-        }
-        if self.registry.num_threads() == 0 {
-            return self.registry.with_guest(|_| f());
-        }
-        let job = StackJob::new(f);
-        // SAFETY: `job` stays on this frame until `wait` returns, which is
-        // after the worker set its latch.
-        let job_ref = unsafe { job.as_job_ref() };
-        self.registry.inject(job_ref, None);
-        job.wait();
-        job.into_result()
+        self.registry.in_worker(|_| f())
     }
 
     /// [`join`](crate::join) inside this pool: run `a` and `b`, potentially
@@ -377,13 +390,8 @@ impl Pool {
     where
         F: FnOnce() + Send + 'static,
     {
-        let task = TaskRef::from_fn(move |_| f());
-        if let Some(ready) = task.submit(&self.registry.static_group, Some(Dispatch::Spawn), None) {
-            match WorkerThread::current_in(&self.registry) {
-                Some(worker) => self.registry.push_fifo(worker, ready.into_job()),
-                None => self.registry.route_ready(ready, None),
-            }
-        }
+        self.registry
+            .submit_static_fifo(TaskRef::from_fn(move |_| f()));
     }
 
     /// [`Pool::spawn`] with a name for the task's trace record.
@@ -473,10 +481,7 @@ impl Pool {
     }
 
     fn submit_static(&self, task: TaskRef, dispatch: Option<Dispatch>, affinity: Option<usize>) {
-        if let Some(ready) = task.submit(&self.registry.static_group, dispatch, affinity) {
-            let here = WorkerThread::current_in(&self.registry);
-            self.registry.route_ready(ready, here);
-        }
+        self.registry.submit_static(task, dispatch, affinity);
     }
 
     /// Run a set of task nodes (one `TaskRef`, or an array or vector of
@@ -512,25 +517,21 @@ impl Pool {
             return;
         }
         let registry = &self.registry;
-        let group = if let Some(worker) = WorkerThread::current_in(registry) {
-            run_on_worker(worker, tasks)
-        } else if registry.num_threads() == 0 {
-            registry.with_guest(|worker| run_on_worker(worker, tasks))
-        } else {
-            let group = Group::structured(CountLatch::for_thread());
-            for task in tasks {
-                if let Some(ready) = task.submit(&group, None, None) {
-                    registry.route_ready(ready, None);
-                }
+        let group = match WorkerThread::current() {
+            Some(worker) if Arc::ptr_eq(worker.registry(), registry) => {
+                run_on_worker(worker, tasks)
             }
-            // SAFETY: the group lives on this frame until after the wait.
-            unsafe { CountLatch::release(group.latch()) };
-            group.latch().wait_blocking();
-            group
+            // A worker of another pool waits by working on its own: run
+            // from one of ours, entered through an entry job.
+            Some(_) => {
+                return registry.in_worker(|worker| resume_panic(run_on_worker(worker, tasks)));
+            }
+            None if registry.num_threads() == 0 => {
+                registry.with_guest(|worker| run_on_worker(worker, tasks))
+            }
+            None => run_from_outside(registry, tasks),
         };
-        if let Some(payload) = group.take_panic() {
-            unwind::resume_unwinding(payload);
-        }
+        resume_panic(group);
     }
 
     /// Run every node of `graph` once, each after all its predecessors, and
@@ -559,7 +560,13 @@ impl Pool {
     /// assert_eq!(sum.load(Ordering::Relaxed), 10);
     /// ```
     pub fn run_graph(&self, graph: &mut Graph<'_>) -> Result<(), GraphError> {
-        crate::graph::run_graph(&self.registry, graph)
+        match WorkerThread::current() {
+            // A worker of another pool waits by working on its own.
+            Some(worker) if !Arc::ptr_eq(worker.registry(), &self.registry) => self
+                .registry
+                .in_worker(|_| crate::graph::run_graph(&self.registry, graph)),
+            _ => crate::graph::run_graph(&self.registry, graph),
+        }
     }
 
     /// `run_graph` `runs` times in a row; stops at the first error.
@@ -587,6 +594,17 @@ impl Pool {
 
     fn wait_idle_from_outside(&self) {
         let idle = self.registry.static_group.idle_counter();
+        if let Some(foreign) = WorkerThread::current() {
+            // A worker of another pool keeps its own pool going meanwhile:
+            // our tasks may wait for its.
+            foreign.help_until(
+                || idle.is_zero(),
+                || {
+                    idle.wait_zero(Some(Duration::from_millis(1)));
+                },
+            );
+            return;
+        }
         if self.registry.num_threads() > 0 {
             idle.wait_zero(None);
             return;
@@ -653,9 +671,13 @@ impl Pool {
 /// empty. Returns the group so the caller can take its panic.
 fn run_on_worker(worker: &WorkerThread, tasks: Vec<TaskRef>) -> Group {
     let registry = worker.registry();
-    let group = Group::structured(CountLatch::for_worker(registry.wake_owner(worker.index())));
+    let group = Group::structured(
+        CountLatch::for_worker(registry.wake_owner(worker.index())),
+        OnPanic::Cancel,
+        worker.region(),
+    );
     for task in tasks {
-        if let Some(ready) = task.submit(&group, None, None) {
+        if let Some(ready) = task.submit(&group, None, None, group.region()) {
             worker.route(ready);
         }
     }
@@ -666,6 +688,32 @@ fn run_on_worker(worker: &WorkerThread, tasks: Vec<TaskRef>) -> Group {
         Some(group.used_shared_queue()),
     );
     group
+}
+
+/// `run` from a thread outside every pool: submit, then block until the
+/// group is empty.
+fn run_from_outside(registry: &Arc<Registry>, tasks: Vec<TaskRef>) -> Group {
+    let group = Group::structured(
+        CountLatch::for_thread(),
+        OnPanic::Cancel,
+        region::outside_current(),
+    );
+    for task in tasks {
+        if let Some(ready) = task.submit(&group, None, None, group.region()) {
+            registry.route_ready(ready, None);
+        }
+    }
+    // SAFETY: the group lives on this frame until after the wait.
+    unsafe { CountLatch::release(group.latch()) };
+    group.latch().wait_blocking();
+    group
+}
+
+/// Resume the first panic of a finished group, if it had one.
+fn resume_panic(group: Group) {
+    if let Some(payload) = group.take_panic() {
+        unwind::resume_unwinding(payload);
+    }
 }
 
 impl Drop for Pool {

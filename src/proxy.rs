@@ -87,7 +87,7 @@ impl Proxy {
             })
         };
         // SAFETY: the proxy lives until both entries were taken or dropped.
-        unsafe { JobRef::new_proxy(memory.cast(), execute) }
+        unsafe { JobRef::new_proxy(memory.cast(), execute, job.region()) }
     }
 
     /// The worker the task has affinity for.
@@ -174,8 +174,11 @@ pub(crate) static FREES: std::sync::atomic::AtomicUsize = std::sync::atomic::Ato
 /// A proxy entry run as a plain job (by a path that does not look at
 /// proxies): claim and run, or do nothing.
 unsafe fn execute(entry: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
-    // SAFETY: made by `new_pair`; this entry is being consumed.
-    let entry = unsafe { JobRef::new_proxy(entry, execute) };
+    // SAFETY: made by `new_pair`, so a live proxy; this entry is being
+    // consumed.
+    let region = unsafe { entry.cast::<Proxy>().as_ref() }.job.region();
+    // SAFETY: as above.
+    let entry = unsafe { JobRef::new_proxy(entry, execute, region) };
     // SAFETY: as above.
     match unsafe { Proxy::take(entry) } {
         // SAFETY: claimed once, so run once.

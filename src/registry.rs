@@ -23,15 +23,16 @@ use crate::deque::{Stealer, Worker};
 use crate::error::BuildError;
 use crate::fifo::WorkerFifo;
 use crate::group::Group;
-use crate::job::JobRef;
-use crate::latch::{CoreLatch, WakeOwner};
+use crate::job::{JobRef, StackJob};
+use crate::latch::{CoreLatch, CountLatch, WakeOwner};
 use crate::mailbox::Mailbox;
 use crate::proxy::{Proxy, Taken};
+use crate::region;
 use crate::shared_queue::SharedQueue;
 use crate::sleep::Sleep;
 use crate::stats::{Stats, WorkerCounters};
 use crate::sync::{AtomicBool, AtomicU64, Ordering, fence};
-use crate::task::{Dispatch, ReadyNode};
+use crate::task::{Dispatch, ReadyNode, TaskRef};
 use crate::topology::{CoreInfo, Pinning, Topology, VictimTiers};
 use crate::trace::{self, Trace, TraceBuffer};
 use crate::unwind;
@@ -153,12 +154,19 @@ impl Registry {
 
         let mut handles = Vec::with_capacity(config.num_threads);
         for (index, deque) in deques.enumerate().take(config.num_threads) {
-            let mut builder = std::thread::Builder::new();
-            if let Some(name) = config.thread_name.as_mut() {
-                builder = builder.name(name(index));
-            } else {
-                builder = builder.name(format!("sixfold-{index}"));
-            }
+            let name = match config.thread_name.as_mut() {
+                // A panicking naming closure must not leave the threads
+                // already started running for the life of the process.
+                Some(name) => match unwind::halt_unwinding(|| name(index)) {
+                    Ok(name) => name,
+                    Err(payload) => {
+                        registry.stop_started(handles);
+                        unwind::resume_unwinding(payload);
+                    }
+                },
+                None => format!("sixfold-{index}"),
+            };
+            let mut builder = std::thread::Builder::new().name(name);
             if let Some(size) = config.stack_size {
                 builder = builder.stack_size(size);
             }
@@ -166,16 +174,21 @@ impl Registry {
             match builder.spawn(move || main_loop(registry_for_thread, index, deque)) {
                 Ok(handle) => handles.push(handle),
                 Err(e) => {
-                    // Stop the threads already started before reporting.
-                    registry.terminate();
-                    for handle in handles {
-                        let _ = handle.join();
-                    }
+                    registry.stop_started(handles);
                     return Err(BuildError::ThreadSpawn(e));
                 }
             }
         }
         Ok((registry, handles))
+    }
+
+    /// A build failed part way: stop the threads already started and join
+    /// them (each runs its exit handler), so nothing outlives the build.
+    fn stop_started(&self, handles: Vec<JoinHandle<()>>) {
+        self.terminate();
+        for handle in handles {
+            let _ = handle.join();
+        }
     }
 
     /// Worker slots: the number of threads, or one guest slot for a pool
@@ -330,6 +343,104 @@ impl Registry {
         self.sleep.new_injected_jobs(1, was_empty);
         if here.is_none() {
             self.start_drainer_if_needed();
+        }
+    }
+
+    /// Push a job that a thread outside the pool blocks on to the shared
+    /// queue's entry lane, which every wait of the pool may take from.
+    pub(crate) fn inject_entry(self: &Arc<Self>, job: JobRef) {
+        let was_empty = self.shared.push_entry(job);
+        self.sleep.new_injected_jobs(1, was_empty);
+        self.start_drainer_if_needed();
+    }
+
+    /// Run `f` on a worker of this pool and return its result: at once on
+    /// one of its own workers; else as an entry job, which the caller waits
+    /// for by working on its own pool if it is a worker of another pool
+    /// (so pools that call into each other never deadlock), by blocking
+    /// otherwise. On a pool without threads an outside caller becomes the
+    /// guest worker. A panic in `f` is resumed here.
+    pub(crate) fn in_worker<R, F>(self: &Arc<Self>, f: F) -> R
+    where
+        F: FnOnce(&WorkerThread) -> R + Send,
+        R: Send,
+    {
+        match WorkerThread::current() {
+            Some(worker) if Arc::ptr_eq(worker.registry(), self) => f(worker),
+            Some(foreign) => self.in_worker_cross(foreign, f),
+            None if self.num_threads == 0 => self.with_guest(f),
+            None => self.in_worker_cold(f),
+        }
+    }
+
+    /// `in_worker` from a worker of another pool: it keeps running its own
+    /// pool's work (entries at any depth) until our worker sets its latch,
+    /// which wakes it across the pools.
+    fn in_worker_cross<R, F>(self: &Arc<Self>, foreign: &WorkerThread, f: F) -> R
+    where
+        F: FnOnce(&WorkerThread) -> R + Send,
+        R: Send,
+    {
+        let latch = CountLatch::for_worker(foreign.registry().wake_owner(foreign.index()));
+        let job = StackJob::new(
+            || f(WorkerThread::current().expect("run by a worker")),
+            latch,
+        );
+        // SAFETY: `job` stays on this frame until its latch is set: the wait
+        // below returns only then.
+        let job_ref = unsafe { job.as_job_ref(foreign.region()) };
+        self.inject_entry(job_ref);
+        let core = job.latch().as_core().expect("a worker's latch");
+        foreign.wait_until(core, None);
+        job.into_result()
+    }
+
+    /// `in_worker` from a thread outside every pool: block until done.
+    fn in_worker_cold<R, F>(self: &Arc<Self>, f: F) -> R
+    where
+        F: FnOnce(&WorkerThread) -> R + Send,
+        R: Send,
+    {
+        let job = StackJob::new(
+            || f(WorkerThread::current().expect("run by a worker")),
+            CountLatch::for_thread(),
+        );
+        // SAFETY: `job` stays on this frame until its latch is set.
+        let job_ref = unsafe { job.as_job_ref(region::outside_current()) };
+        self.inject_entry(job_ref);
+        job.latch().wait_blocking();
+        job.into_result()
+    }
+
+    /// Submit a `'static` task node to the pool's static group and route it
+    /// from wherever the caller is (`Pool::spawn`, `sixfold::spawn`, ...).
+    pub(crate) fn submit_static(
+        self: &Arc<Self>,
+        task: TaskRef,
+        dispatch: Option<Dispatch>,
+        affinity: Option<usize>,
+    ) {
+        let here = WorkerThread::current_in(self);
+        let current = here.map_or_else(region::current, WorkerThread::region);
+        if let Some(ready) = task.submit(&self.static_group, dispatch, affinity, current) {
+            self.route_ready(ready, here);
+        }
+    }
+
+    /// `Pool::spawn_fifo`: behind the calling worker's earlier FIFO spawns
+    /// (a pool-level FIFO per worker), or the shared queue from outside.
+    pub(crate) fn submit_static_fifo(self: &Arc<Self>, task: TaskRef) {
+        let here = WorkerThread::current_in(self);
+        let current = here.map_or_else(region::current, WorkerThread::region);
+        let Some(ready) = task.submit(&self.static_group, Some(Dispatch::Spawn), None, current)
+        else {
+            return;
+        };
+        match here {
+            // The pool's FIFOs hold region-less jobs only (`fifo.rs`); a
+            // spawn inside an isolated region takes the plain deque.
+            Some(worker) if !current.is_isolated() => self.push_fifo(worker, ready.into_job()),
+            _ => self.route_ready(ready, here),
         }
     }
 

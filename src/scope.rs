@@ -8,19 +8,22 @@
 //! spawned job holds one unit; the scope's owner holds one while its body
 //! runs, then works by the six rules until the count reaches zero.
 //!
-//! Failure: the first panic (of the body or of a spawned job) is kept,
-//! cancels the jobs that have not started (they are dropped unrun), and is
-//! resumed when the scope ends, after every started job finished; the
-//! body's own panic wins. The pool keeps working.
+//! Failure, rayon's contract: every spawned job runs, even after a sibling
+//! or the body panicked (code relies on it for cleanup, and for jobs that
+//! own a channel end, a guard or a file); the first panic is kept and
+//! resumed when the scope ends, after every job finished, the body's own
+//! panic first. (Task graphs keep oneTBB's contract instead: see
+//! `group::OnPanic`.) The pool keeps working.
 //!
 //! Invariants: a job releases its unit as its very last action, after its
 //! closure (and everything it borrowed) was dropped, because the scope, on
 //! the owner's stack, may end the moment the last unit is released.
 
 use crate::fifo::WorkerFifo;
-use crate::group::Group;
+use crate::group::{Group, OnPanic};
 use crate::job::{JobRef, Next};
 use crate::latch::CountLatch;
+use crate::region::Region;
 use crate::registry::Registry;
 use crate::unwind;
 use crate::worker::WorkerThread;
@@ -41,8 +44,11 @@ pub struct Scope<'scope> {
 /// caller's frame; return when `op` and every spawned task finished.
 ///
 /// Inside a worker of a pool, the tasks run in that pool; on one worker
-/// they start newest first (LIFO). Outside every pool, `scope` runs
-/// everything on the calling thread, as a pool without threads would.
+/// they start newest first (LIFO). Outside every pool, `scope` runs in the
+/// global pool (see [`Pool::global`](crate::Pool::global)).
+///
+/// Every spawned task runs, even after another one or `op` panicked; the
+/// first panic is resumed once all finished, `op`'s own first.
 ///
 /// ```
 /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
@@ -63,18 +69,8 @@ where
 {
     match WorkerThread::current() {
         Some(worker) => scope_on_worker(worker, op),
-        None => on_calling_thread(|| scope(op)),
+        None => crate::Pool::global().install(|| scope(op)),
     }
-}
-
-/// Outside every pool: run `f` as the guest of a pool without threads, so
-/// everything it spawns runs on the calling thread.
-fn on_calling_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    crate::Pool::builder()
-        .num_threads(0)
-        .build()
-        .expect("a pool without threads needs no resources")
-        .install(f)
 }
 
 fn scope_on_worker<'scope, OP, R>(worker: &WorkerThread, op: OP) -> R
@@ -82,21 +78,14 @@ where
     OP: FnOnce(&Scope<'scope>) -> R + Send,
     R: Send,
 {
-    let registry = worker.registry();
-    let scope = Scope {
-        group: Group::structured(CountLatch::for_worker(registry.wake_owner(worker.index()))),
-        registry: registry.clone(),
-        _marker: PhantomData,
-    };
+    let scope = Scope::new(worker);
     finish_scope(worker, &scope, || op(&scope))
 }
 
-/// Run the scope's body, then wait for its jobs; resume the first panic.
+/// Run the scope's body, then wait for its jobs; resume the first panic,
+/// the body's own first.
 fn finish_scope<R>(worker: &WorkerThread, scope: &Scope<'_>, body: impl FnOnce() -> R) -> R {
     let result = unwind::halt_unwinding(body);
-    if result.is_err() {
-        scope.group.cancel();
-    }
     // Drop the body's hold, then work until every spawned job is done.
     // SAFETY: the scope lives on the caller's frame until after the wait.
     unsafe { CountLatch::release(scope.group.latch()) };
@@ -116,6 +105,20 @@ fn finish_scope<R>(worker: &WorkerThread, scope: &Scope<'_>, body: impl FnOnce()
 }
 
 impl<'scope> Scope<'scope> {
+    /// A scope waited for by `worker`, in its current isolation region.
+    fn new(worker: &WorkerThread) -> Self {
+        let registry = worker.registry();
+        Scope {
+            group: Group::structured(
+                CountLatch::for_worker(registry.wake_owner(worker.index())),
+                OnPanic::RunAll,
+                worker.region(),
+            ),
+            registry: registry.clone(),
+            _marker: PhantomData,
+        }
+    }
+
     /// Spawn `body` into the scope. It may borrow anything that outlives
     /// the scope, and it gets the scope to spawn more.
     pub fn spawn<BODY>(&self, body: BODY)
@@ -124,7 +127,7 @@ impl<'scope> Scope<'scope> {
     {
         self.group.add_unit();
         // SAFETY: the unit just added keeps the scope alive for the job.
-        let job_ref = unsafe { ScopeJob::into_job_ref(self, body) };
+        let job_ref = unsafe { ScopeJob::into_job_ref(self, body, self.group.region()) };
         match WorkerThread::current_in(&self.registry) {
             Some(worker) => worker.push(job_ref),
             None => {
@@ -175,20 +178,15 @@ where
 {
     match WorkerThread::current() {
         Some(worker) => {
-            let registry = worker.registry();
             let scope = ScopeFifo {
-                base: Scope {
-                    group: Group::structured(CountLatch::for_worker(
-                        registry.wake_owner(worker.index()),
-                    )),
-                    registry: registry.clone(),
-                    _marker: PhantomData,
-                },
-                fifos: (0..registry.num_slots()).map(|_| OnceLock::new()).collect(),
+                base: Scope::new(worker),
+                fifos: (0..worker.registry().num_slots())
+                    .map(|_| OnceLock::new())
+                    .collect(),
             };
             finish_scope(worker, &scope.base, || op(&scope))
         }
-        None => on_calling_thread(|| scope_fifo(op)),
+        None => crate::Pool::global().install(|| scope_fifo(op)),
     }
 }
 
@@ -199,9 +197,16 @@ impl<'scope> ScopeFifo<'scope> {
         BODY: FnOnce(&ScopeFifo<'scope>) + Send + 'scope,
     {
         self.base.group.add_unit();
+        let region = self.base.group.region();
         // SAFETY: the unit just added keeps the scope alive for the job.
-        let job_ref = unsafe { ScopeJob::into_job_ref(self, body) };
+        let job_ref = unsafe { ScopeJob::into_job_ref(self, body, region) };
         match WorkerThread::current_in(&self.base.registry) {
+            // Spawned from another isolated region than the scope's: the
+            // worker's FIFO may hold jobs of the scope's region ahead of
+            // it, which a wait of this region must not run through the
+            // indirection. Plain LIFO instead (the one case that loses
+            // FIFO order).
+            Some(worker) if worker.region() != region => worker.push(job_ref),
             Some(worker) => {
                 let index = worker.index();
                 let fifo = self.fifos[index].get_or_init(|| WorkerFifo::new(index));
@@ -252,14 +257,14 @@ where
     /// # Safety
     /// The caller added a unit to the scope's group for this job, so the
     /// scope outlives it.
-    unsafe fn into_job_ref(scope: &S, body: BODY) -> JobRef {
+    unsafe fn into_job_ref(scope: &S, body: BODY, region: Region) -> JobRef {
         let job = Box::new(ScopeJob {
             scope: scope as *const S,
             body,
         });
         // SAFETY: the box is leaked into the job, which frees it when it
         // runs (exactly once).
-        unsafe { JobRef::new(NonNull::from(Box::leak(job)).cast(), Self::execute) }
+        unsafe { JobRef::new(NonNull::from(Box::leak(job)).cast(), Self::execute, region) }
     }
 
     unsafe fn execute(this: NonNull<()>, _worker: &WorkerThread) -> Option<Next> {
@@ -269,13 +274,10 @@ where
         let group_ptr = S::group(scope_ptr);
         // SAFETY: the scope outlives this job: we hold one of its units.
         let (scope, group) = unsafe { (&*scope_ptr, &*group_ptr) };
-        if group.is_cancelled() {
-            drop(job);
-        } else {
-            let ScopeJob { body, .. } = *job;
-            if let Err(payload) = unwind::halt_unwinding(|| body(scope)) {
-                group.record_panic(payload);
-            }
+        // rayon's contract: run even after a sibling panicked.
+        let ScopeJob { body, .. } = *job;
+        if let Err(payload) = unwind::halt_unwinding(|| body(scope)) {
+            group.record_panic(payload);
         }
         // Last: the owner may end the scope as soon as the unit is gone.
         // SAFETY: live until this release, which is our last touch.

@@ -7,6 +7,18 @@
 //! thread outside the pool into a lane picked once per thread, round robin.
 //! A worker pops from its home lane first, then from the others in order.
 //!
+//! Two more lanes sit beside them, because not every wait may take every
+//! enqueued task (`worker::WaitAccess`):
+//!
+//! * the *entry* lane holds the jobs that a thread outside the pool blocks
+//!   on (`install`, and through it `join`, `scope`, `run` from a worker of
+//!   another pool). Any wait of the pool may take them, nested or not: a
+//!   worker of pool A waiting on pool B may hold the very worker B's job
+//!   needs back in A (`a.install(|| b.install(|| a.install(..)))`).
+//! * the *isolated* lane (`RegionQueue`) holds every job of an isolated
+//!   region that comes here (an entry, an enqueue, a spawn from outside),
+//!   so that an isolated wait can find its own without taking others'.
+//!
 //! Ordering guarantee (documented in the crate docs): tasks enqueued by one
 //! thread land in one lane and leave it in the order they were enqueued, so
 //! a single worker starts them in FIFO order; with several workers, tasks of
@@ -16,6 +28,8 @@
 //! sleep protocol's final check looks at every lane.
 
 use crate::job::JobRef;
+use crate::region::Region;
+use crate::region_queue::RegionQueue;
 use crate::ring_queue::RingQueue;
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
@@ -23,9 +37,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Tasks a lane holds before it spills into its unbounded part.
 const LANE_RING: usize = 256;
+/// Blocking entries waiting at once before the entry lane spills.
+const ENTRY_RING: usize = 64;
 
 pub(crate) struct SharedQueue {
     lanes: Box<[CachePadded<RingQueue<JobRef>>]>,
+    /// Jobs a thread outside the pool blocks on (region `NONE`).
+    entries: CachePadded<RingQueue<JobRef>>,
+    /// Jobs of isolated regions, searchable by region.
+    isolated: RegionQueue,
     next_outside_lane: AtomicUsize,
 }
 
@@ -40,6 +60,8 @@ impl SharedQueue {
             lanes: (0..num_lanes.max(1))
                 .map(|_| CachePadded::new(RingQueue::new(LANE_RING)))
                 .collect(),
+            entries: CachePadded::new(RingQueue::new(ENTRY_RING)),
+            isolated: RegionQueue::default(),
             next_outside_lane: AtomicUsize::new(0),
         }
     }
@@ -64,25 +86,85 @@ impl SharedQueue {
         })
     }
 
-    /// Push at the back of the caller's home lane. Returns whether that lane
-    /// was empty before (a hint for how many sleepers to wake).
+    /// Push at the back of the caller's home lane (a job of an isolated
+    /// region: the isolated lane). Returns whether that lane was empty
+    /// before (a hint for how many sleepers to wake).
     pub(crate) fn push(&self, job: JobRef, worker: Option<usize>) -> bool {
+        if job.region().is_isolated() {
+            return self.push_isolated(job);
+        }
         let lane = &self.lanes[self.home_lane(worker)];
         let was_empty = lane.is_empty();
         lane.push(job);
         was_empty
     }
 
-    /// Pop approximately the oldest task: the front of the home lane, else
-    /// the front of the next non-empty lane.
+    /// Push a job that a thread outside the pool blocks on.
+    pub(crate) fn push_entry(&self, job: JobRef) -> bool {
+        if job.region().is_isolated() {
+            return self.push_isolated(job);
+        }
+        let was_empty = self.entries.is_empty();
+        self.entries.push(job);
+        was_empty
+    }
+
+    #[cold]
+    fn push_isolated(&self, job: JobRef) -> bool {
+        let was_empty = self.isolated.is_empty();
+        self.isolated.push(job);
+        was_empty
+    }
+
+    /// Pop approximately the oldest task, for a wait that may take any:
+    /// an entry first (a thread is blocked on it), else the front of the
+    /// home lane, else the front of the next non-empty lane.
     #[inline]
     pub(crate) fn pop(&self, worker: usize) -> Option<JobRef> {
+        self.pop_entry().or_else(|| self.pop_lanes(worker))
+    }
+
+    /// The oldest entry, or job of an isolated region, whatever its region.
+    #[inline]
+    pub(crate) fn pop_entry(&self) -> Option<JobRef> {
+        self.entries.pop().or_else(|| self.isolated.pop_any())
+    }
+
+    /// The front of the home lane, else of the next non-empty lane.
+    #[inline]
+    pub(crate) fn pop_lanes(&self, worker: usize) -> Option<JobRef> {
         let n = self.lanes.len();
         let home = worker % n;
         (0..n).find_map(|k| self.lanes[(home + k) % n].pop())
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    /// The oldest job of isolated region `region`.
+    pub(crate) fn pop_region(&self, region: Region) -> Option<JobRef> {
+        self.isolated.pop_region(region)
+    }
+
+    /// Is a job of `region` waiting? (For an isolated wait's final check.)
+    pub(crate) fn has_region(&self, region: Region) -> bool {
+        self.isolated.has_region(region)
+    }
+
+    /// Work an isolated wait of `region` may not take: anything in the
+    /// lanes or entries, or another region's job.
+    pub(crate) fn has_work_outside(&self, region: Region) -> bool {
+        !self.entries.is_empty() || !self.lanes_empty() || self.isolated.has_other_than(region)
+    }
+
+    /// Is an entry (or an isolated region's job) waiting?
+    #[inline]
+    pub(crate) fn has_entries(&self) -> bool {
+        !self.entries.is_empty() || !self.isolated.is_empty()
+    }
+
+    fn lanes_empty(&self) -> bool {
         self.lanes.iter().all(|lane| lane.is_empty())
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lanes_empty() && !self.has_entries()
     }
 }

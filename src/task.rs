@@ -31,6 +31,7 @@ use crate::error::TaskError;
 use crate::group::Group;
 use crate::job::{JobRef, Next};
 use crate::node_alloc;
+use crate::region::Region;
 use crate::stats::Rule;
 use crate::sync::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use crate::unwind;
@@ -138,6 +139,8 @@ impl Successors {
 struct Meta {
     dispatch: Dispatch,
     affinity: usize,
+    /// The isolation region the node runs in (set at submission).
+    region: Region,
     /// Whether this node holds a unit of its group (see `group.rs`).
     holds_unit: bool,
     successors: Successors,
@@ -185,6 +188,7 @@ impl<T: Task> Node<T> {
                 meta: UnsafeCell::new(Meta {
                     dispatch: Dispatch::Spawn,
                     affinity: NO_AFFINITY,
+                    region: Region::NONE,
                     holds_unit: false,
                     successors: Successors::default(),
                 }),
@@ -345,18 +349,22 @@ impl TaskRef {
     }
 
     /// Hand the node to the scheduler as part of `group`, with the given
-    /// placement (None keeps the node's own). Returns the node if releasing
-    /// the hold made it ready: the caller must then route or run it.
+    /// placement (None keeps the node's own), submitted from a context in
+    /// isolation region `current` (see `Group::region_for`). Returns the
+    /// node if releasing the hold made it ready: the caller must then route
+    /// or run it.
     pub(crate) fn submit(
         self,
         group: &Group,
         dispatch: Option<Dispatch>,
         affinity: Option<usize>,
+        current: Region,
     ) -> Option<ReadyNode> {
         let node = self.into_raw();
         let header = header(node);
         // SAFETY: we still hold the handle, so we own `meta`.
         let meta = unsafe { &mut *header.meta.get() };
+        meta.region = group.region_for(current);
         if let Some(dispatch) = dispatch {
             meta.dispatch = dispatch;
         }
@@ -429,9 +437,11 @@ impl ReadyNode {
     }
 
     pub(crate) fn into_job(self) -> JobRef {
+        // SAFETY: a ready node is owned by the holder of the ReadyNode.
+        let region = unsafe { (*header(self.node).meta.get()).region };
         // SAFETY: the node stays allocated until its execution completes
         // it, and it is pushed to exactly one queue.
-        unsafe { JobRef::new(self.node.cast(), execute_job) }
+        unsafe { JobRef::new(self.node.cast(), execute_job, region) }
     }
 }
 
@@ -560,7 +570,7 @@ unsafe fn execute_node(node: NonNull<Header>, worker: &WorkerThread) -> Option<N
     // Rule 1: the returned task, if it is ready and may run here.
     let mut bypass = None;
     if let (Some(task), Some(group)) = (returned, group)
-        && let Some(ready) = task.submit(group, None, None)
+        && let Some(ready) = task.submit(group, None, None, worker.region())
     {
         if ready.is_local_to(worker.index()) {
             bypass = Some(ready.into_job());
@@ -573,7 +583,9 @@ unsafe fn execute_node(node: NonNull<Header>, worker: &WorkerThread) -> Option<N
         // Not completed: the node runs again, as a child of the continuation
         // it created (if any), which still counts it as pending.
         // SAFETY: we still own the node.
-        let again = unsafe { JobRef::new(node.cast(), execute_job) };
+        let region = unsafe { (*header.meta.get()).region };
+        // SAFETY: we still own the node.
+        let again = unsafe { JobRef::new(node.cast(), execute_job, region) };
         return Some(match bypass {
             Some(job) => {
                 worker.push(again);
@@ -650,6 +662,7 @@ pub(crate) mod running {
         unsafe {
             let current_meta = &mut *header(current).meta.get();
             let cont_meta = &mut *header(cont).meta.get();
+            cont_meta.region = current_meta.region;
             cont_meta.successors = std::mem::take(&mut current_meta.successors);
             cont_meta.holds_unit = std::mem::replace(&mut current_meta.holds_unit, false);
             current_meta.successors.push(cont);
@@ -665,8 +678,13 @@ pub(crate) mod running {
     pub(crate) fn child_of<T: Task>(cont: NonNull<Header>, body: T) -> TaskRef {
         let child = Node::allocate(body);
         header(cont).pending.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: `child` is fresh.
-        unsafe { (*header(child).meta.get()).successors.push(cont) };
+        // SAFETY: `child` is fresh; `cont` is not running yet and only the
+        // task that made it (running on this thread) writes its meta.
+        unsafe {
+            let child_meta = &mut *header(child).meta.get();
+            child_meta.successors.push(cont);
+            child_meta.region = (*header(cont).meta.get()).region;
+        }
         header(child).group.store(
             header(cont).group.load(Ordering::Relaxed),
             Ordering::Relaxed,

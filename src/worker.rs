@@ -30,9 +30,16 @@
 //!   limit (rayon #854).
 //! - **Rule 5 only at the outermost level.** A nested wait leaves enqueued
 //!   tasks to workers at their outermost loop, so it is not held up by
-//!   unrelated long work. Exception, for liveness: a wait whose own group
-//!   put work into the shared queue (`SharedQueueFlag`) takes
-//!   rule 5, at any depth, since no one else may be free to.
+//!   unrelated long work. Exceptions, for liveness: a wait whose own group
+//!   put work into the shared queue (`SharedQueueFlag`) takes rule 5, at
+//!   any depth, since no one else may be free to; and every wait takes the
+//!   shared queue's *entries*, the jobs threads outside the pool block on,
+//!   since the blocked thread may be a worker of another pool that this
+//!   very wait is waiting for (`a.install(|| b.install(|| a.install(..)))`).
+//!
+//! A wait inside an isolated region (`region.rs`) is narrower still: it
+//! takes only its region's jobs (from its own deque, its mailbox and the
+//! shared queue's isolated lane) and does not steal.
 //!
 //! Invariants: only the owning thread pushes to or pops from the tail of
 //! its deque and pops its mailbox; a `JobRef` taken from any source is
@@ -44,6 +51,7 @@ use crate::job::JobRef;
 use crate::job::Next;
 use crate::latch::CoreLatch;
 use crate::proxy::{Proxy, Taken};
+use crate::region::{self, Region};
 use crate::registry::Registry;
 use crate::stats::{Rule, WorkerCounters};
 use crate::sync::{AtomicBool, Ordering};
@@ -62,10 +70,13 @@ pub(crate) enum Resolved {
 
 /// What a wait may take besides its own deque and mailbox.
 pub(crate) struct WaitAccess<'a> {
-    /// Rule 5: always at the outermost level.
+    /// Rule 5, the enqueue lanes: always at the outermost level.
     shared: SharedAccess<'a>,
     /// Rule 6: false once a nested wait is past half of its stack.
     steal: bool,
+    /// An isolated wait takes only this region's jobs, from every source,
+    /// and does not steal (`NONE`: not isolated).
+    region: Region,
 }
 
 enum SharedAccess<'a> {
@@ -110,7 +121,17 @@ impl WaitAccess<'_> {
     const OUTERMOST: WaitAccess<'static> = WaitAccess {
         shared: SharedAccess::Always,
         steal: true,
+        region: Region::NONE,
     };
+
+    /// A wait in isolated region `region`.
+    fn isolated(region: Region) -> WaitAccess<'static> {
+        WaitAccess {
+            shared: SharedAccess::Never,
+            steal: false,
+            region,
+        }
+    }
 
     #[inline]
     fn may_take_shared(&self) -> bool {
@@ -184,6 +205,9 @@ pub(crate) struct WorkerThread {
     previous: *const WorkerThread,
     /// Waits on this thread's stack right now (0 in no wait).
     wait_depth: Cell<u32>,
+    /// The isolation region of what this worker runs right now: adopted
+    /// from each job it starts, set by `isolate` (`region.rs`).
+    region: Cell<Region>,
     /// A nested wait whose frame lies below this address (half of the
     /// stack used) does not steal.
     steal_floor: usize,
@@ -208,6 +232,8 @@ impl WorkerThread {
         stack_budget: usize,
     ) -> WorkerGuard {
         let previous = WORKER_THREAD.with(Cell::get);
+        // A guest starts in the region of the thread that enters.
+        let start_region = region::current();
         let registry_tracing = registry.tracing();
         let seed =
             (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (&previous as *const _ as u64);
@@ -220,6 +246,7 @@ impl WorkerThread {
             registry,
             previous,
             wait_depth: Cell::new(0),
+            region: Cell::new(start_region),
             tracing: registry_tracing,
             trace_name: RefCell::new(None),
             trace_batch: RefCell::new(Vec::new()),
@@ -263,6 +290,18 @@ impl WorkerThread {
         self.registry.counters(self.index)
     }
 
+    /// The isolation region of what this worker runs now.
+    #[inline]
+    pub(crate) fn region(&self) -> Region {
+        self.region.get()
+    }
+
+    /// Enter or leave an isolated region (`isolate`).
+    #[inline]
+    pub(crate) fn set_region(&self, region: Region) {
+        self.region.set(region);
+    }
+
     /// Push onto the tail of the own deque and tell the sleep protocol.
     #[inline]
     pub(crate) fn push(&self, job: JobRef) {
@@ -277,11 +316,39 @@ impl WorkerThread {
         self.registry.route_ready(ready, Some(self));
     }
 
-    /// Pop the newest job of the own deque (rule 3), for `join` taking its
-    /// second half back.
+    /// Pop the newest job of the own deque (rule 3) that a wait in the
+    /// current region may run, for `join` taking its second half back.
     #[inline]
     pub(crate) fn pop_local(&self) -> Option<JobRef> {
+        let region = self.region.get();
+        if region.is_isolated() {
+            return self.pop_own_in(region);
+        }
         self.deque.pop()
+    }
+
+    /// The newest job of region `region` in the own deque. The newer jobs
+    /// of other regions above it are popped and pushed back in order (a
+    /// Chase-Lev deque cannot skip); since thieves might have looked while
+    /// they were out, the push-back tells the sleep protocol as an
+    /// injection does.
+    #[cold]
+    fn pop_own_in(&self, region: Region) -> Option<JobRef> {
+        let mut aside = Vec::new();
+        let found = loop {
+            match self.deque.pop() {
+                Some(job) if job.region() == region => break Some(job),
+                Some(job) => aside.push(job),
+                None => break None,
+            }
+        };
+        if !aside.is_empty() {
+            for job in aside.into_iter().rev() {
+                self.deque.push(job);
+            }
+            self.registry.sleep.new_injected_jobs(1, true);
+        }
+        found
     }
 
     /// Count a task this worker ran outside `run_chain` (a join's second
@@ -291,10 +358,13 @@ impl WorkerThread {
         self.counters().task(rule);
     }
 
-    /// Rules 1 and 2: run `job`, then whatever each task hands straight back.
+    /// Rules 1 and 2: run `job`, then whatever each task hands straight back,
+    /// each in the isolation region it belongs to.
     #[inline]
     pub(crate) fn run_chain(&self, mut job: JobRef, mut rule: Rule) {
+        let outer_region = self.region.get();
         loop {
+            self.region.set(job.region());
             self.counters().task(rule);
             let next = if self.tracing {
                 self.run_traced(job, rule)
@@ -308,9 +378,10 @@ impl WorkerThread {
                     job = next.job;
                     rule = next.rule;
                 }
-                None => return,
+                None => break,
             }
         }
+        self.region.set(outer_region);
     }
 
     /// `job.execute`, with a trace record around it.
@@ -377,6 +448,9 @@ impl WorkerThread {
     /// Rules 3 to 6, in order, as far as `access` allows.
     #[inline]
     fn find_work_with(&self, access: &WaitAccess<'_>) -> Option<(JobRef, Rule)> {
+        if access.region.is_isolated() {
+            return self.find_work_isolated(access.region);
+        }
         while let Some(job) = self.deque.pop() {
             if let Resolved::Run(job) = self.resolve(job) {
                 return Some((job, Rule::OwnDeque));
@@ -388,14 +462,22 @@ impl WorkerThread {
                 return Some((job, Rule::Mailbox));
             }
         }
-        if access.may_take_shared() {
-            while let Some(job) = self.registry.shared.pop(self.index) {
-                match self.resolve(job) {
-                    Resolved::Run(job) => return Some((job, Rule::SharedQueue)),
-                    Resolved::Gone => {}
-                    // It went back to the shared queue: do not go round.
-                    Resolved::Deferred => break,
-                }
+        // Entries (threads outside the pool block on them) at any depth;
+        // the enqueue lanes as far as `access` allows.
+        let shared = &self.registry.shared;
+        let lanes = access.may_take_shared();
+        while let Some(job) = shared.pop_entry().or_else(|| {
+            if lanes {
+                shared.pop_lanes(self.index)
+            } else {
+                None
+            }
+        }) {
+            match self.resolve(job) {
+                Resolved::Run(job) => return Some((job, Rule::SharedQueue)),
+                Resolved::Gone => {}
+                // It went back to the shared queue: do not go round.
+                Resolved::Deferred => break,
             }
         }
         if !access.steal {
@@ -407,6 +489,31 @@ impl WorkerThread {
                 return Some((job, Rule::Steal));
             }
         }
+    }
+
+    /// Rules 3 to 5 for a wait in isolated region `region`: only that
+    /// region's jobs, and no stealing (`region.rs`).
+    #[cold]
+    fn find_work_isolated(&self, region: Region) -> Option<(JobRef, Rule)> {
+        while let Some(job) = self.pop_own_in(region) {
+            if let Resolved::Run(job) = self.resolve(job) {
+                return Some((job, Rule::OwnDeque));
+            }
+        }
+        let mailbox = self.registry.mailbox(self.index);
+        while let Some(job) = mailbox.pop_region(region) {
+            if let Resolved::Run(job) = self.resolve(job) {
+                return Some((job, Rule::Mailbox));
+            }
+        }
+        while let Some(job) = self.registry.shared.pop_region(region) {
+            match self.resolve(job) {
+                Resolved::Run(job) => return Some((job, Rule::SharedQueue)),
+                Resolved::Gone => {}
+                Resolved::Deferred => break,
+            }
+        }
+        None
     }
 
     /// A job as taken from a queue, or for a proxy entry (`proxy.rs`): its
@@ -507,20 +614,8 @@ impl WorkerThread {
     /// around every task would make all workers hammer the one shared
     /// counter word.)
     pub(crate) fn wait_until(&self, latch: &CoreLatch, group_flag: Option<&SharedQueueFlag>) {
+        let access = self.wait_access(group_flag);
         let depth = self.wait_depth.get();
-        let access = if depth == 0 {
-            WaitAccess::OUTERMOST
-        } else {
-            // The stack does not move during the wait: one check suffices.
-            let steal = cfg!(miri) || approximate_stack_pointer() > self.steal_floor;
-            if !steal {
-                self.counters().stack_guarded_wait();
-            }
-            WaitAccess {
-                shared: group_flag.map_or(SharedAccess::Never, SharedAccess::IfSet),
-                steal,
-            }
-        };
         self.wait_depth.set(depth + 1);
         // Busy from here on, until a search finds nothing (a worker starts
         // out idle, so that proxies wait for a thread that is starting).
@@ -535,6 +630,44 @@ impl WorkerThread {
         self.wait_depth.set(depth);
     }
 
+    /// What a wait starting here may take (see the module documentation).
+    fn wait_access<'a>(&self, group_flag: Option<&'a SharedQueueFlag>) -> WaitAccess<'a> {
+        let region = self.region.get();
+        if region.is_isolated() {
+            return WaitAccess::isolated(region);
+        }
+        if self.wait_depth.get() == 0 {
+            return WaitAccess::OUTERMOST;
+        }
+        // The stack does not move during the wait: one check suffices.
+        let steal = cfg!(miri) || approximate_stack_pointer() > self.steal_floor;
+        if !steal {
+            self.counters().stack_guarded_wait();
+        }
+        WaitAccess {
+            shared: group_flag.map_or(SharedAccess::Never, SharedAccess::IfSet),
+            steal,
+            region: Region::NONE,
+        }
+    }
+
+    /// Wait for a condition that no latch signals (`Pool::wait_idle` on
+    /// another pool): run this pool's tasks, as a nested wait may, while
+    /// `done` is false, and call `block` (a short timed sleep) when there
+    /// are none.
+    pub(crate) fn help_until(&self, done: impl Fn() -> bool, block: impl Fn()) {
+        let access = self.wait_access(None);
+        let depth = self.wait_depth.get();
+        self.wait_depth.set(depth + 1);
+        while !done() {
+            match self.find_work_with(&access) {
+                Some((job, rule)) => self.run_chain(job, rule),
+                None => block(),
+            }
+        }
+        self.wait_depth.set(depth);
+    }
+
     /// The idle path: search in rounds, get sleepy, sleep, until a task
     /// turns up (run it and return) or the latch is set.
     #[cold]
@@ -543,8 +676,12 @@ impl WorkerThread {
         let mailbox = self.registry.mailbox(self.index);
         self.flush_trace();
         let mut idle = sleep.start_looking(self.index);
-        // Proxies for us are left to us while we look (`proxy.rs`).
-        mailbox.set_idle();
+        // Proxies for us are left to us while we look (`proxy.rs`); an
+        // isolated wait does not take them all, so it stays "busy".
+        let isolated = access.region.is_isolated();
+        if !isolated {
+            mailbox.set_idle();
+        }
         let mut passed_on = false;
         while !latch.probe() {
             if let Some((job, rule)) = self.find_work_with(access) {
@@ -553,10 +690,10 @@ impl WorkerThread {
                 self.run_chain(job, rule);
                 return;
             }
-            // Enqueued work this wait may not take: the wake that announced
-            // it may have come here. Hand it on, once per search, to every
+            // Work this wait may not take: the wake that announced it may
+            // have come here. Hand it on, once per search, to every
             // sleeper: one of them may be the waiter that needs it.
-            if !passed_on && !access.may_take_shared() && !self.registry.shared.is_empty() {
+            if !passed_on && self.sees_work_it_may_not_take(access) {
                 passed_on = true;
                 sleep.wake_sleepers();
             }
@@ -565,10 +702,7 @@ impl WorkerThread {
             } else {
                 0
             };
-            if sleep.no_work_found(&mut idle, latch, || {
-                (access.may_take_shared() && !self.registry.shared.is_empty())
-                    || !self.registry.mailbox(self.index).is_empty()
-            }) {
+            if sleep.no_work_found(&mut idle, latch, || self.has_injected_work(access)) {
                 self.counters().slept();
                 if self.tracing {
                     self.registry.trace_buffer(self.index).sleep(SleepEvent {
@@ -581,6 +715,30 @@ impl WorkerThread {
         }
         mailbox.set_busy();
         sleep.work_found(|| false);
+    }
+
+    /// The sleep protocol's final check (after fence F2): work pushed to a
+    /// place that no poster wakes this worker for, and that it may take.
+    fn has_injected_work(&self, access: &WaitAccess<'_>) -> bool {
+        let shared = &self.registry.shared;
+        let mailbox = self.registry.mailbox(self.index);
+        if access.region.is_isolated() {
+            return shared.has_region(access.region) || mailbox.has_region(access.region);
+        }
+        (access.may_take_shared() && !shared.is_empty())
+            || shared.has_entries()
+            || !mailbox.is_empty()
+    }
+
+    /// Does a wait limited by `access` see work that others could run?
+    fn sees_work_it_may_not_take(&self, access: &WaitAccess<'_>) -> bool {
+        let shared = &self.registry.shared;
+        if access.region.is_isolated() {
+            // Our own deque holds only other regions' jobs now (the search
+            // took ours): thieves may take them.
+            return shared.has_work_outside(access.region) || !self.deque.is_empty();
+        }
+        !access.may_take_shared() && !shared.is_empty()
     }
 
     /// Before the worker exits: its deque and mailbox can still hold proxy

@@ -115,7 +115,7 @@ fn fifo_scope_borrows_nests_and_finishes_everything() {
 }
 
 #[test]
-fn a_panic_in_a_fifo_task_cancels_the_rest_and_is_resumed() {
+fn a_panic_in_a_fifo_task_lets_the_rest_run_and_is_resumed() {
     let pool = Pool::builder().num_threads(1).build().unwrap();
     let ran = AtomicUsize::new(0);
     let caught = catch_unwind(AssertUnwindSafe(|| {
@@ -132,7 +132,8 @@ fn a_panic_in_a_fifo_task_cancels_the_rest_and_is_resumed() {
         caught.unwrap_err().downcast_ref::<&str>(),
         Some(&"first task failed")
     );
-    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    // rayon's contract: the 50 spawned after the panic still ran.
+    assert_eq!(ran.load(Ordering::SeqCst), 50);
     assert_eq!(pool.install(|| 7), 7);
 }
 

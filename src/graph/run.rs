@@ -23,6 +23,7 @@ use super::{Graph, NO_AFFINITY, NO_WORKER, Node};
 use crate::error::GraphError;
 use crate::job::{JobRef, Next};
 use crate::latch::{CountLatch, LockLatch};
+use crate::region::{self, Region};
 use crate::registry::Registry;
 use crate::stats::Rule;
 use crate::task::Dispatch;
@@ -32,7 +33,7 @@ use parking_lot::Mutex;
 use std::any::Any;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// The state of the run in progress, shared by the graph's nodes. One per
 /// graph, reused by every run.
@@ -55,6 +56,9 @@ pub(crate) struct RunShared {
     blocking: Arc<LockLatch>,
     /// Affinity replay: nodes prefer the worker that ran them last.
     replay: AtomicBool,
+    /// The isolation region of the run in progress (`Region::to_bits`):
+    /// its caller's, so an isolated caller can run every node.
+    region: AtomicU64,
 }
 
 impl RunShared {
@@ -69,7 +73,13 @@ impl RunShared {
             used_shared_queue: SharedQueueFlag::new(),
             blocking: Arc::new(LockLatch::new()),
             replay: AtomicBool::new(false),
+            region: AtomicU64::new(Region::NONE.to_bits()),
         }
+    }
+
+    #[inline]
+    fn region(&self) -> Region {
+        Region::from_bits(self.region.load(Ordering::Relaxed))
     }
 
     #[inline]
@@ -140,6 +150,7 @@ impl<'a> Subflow<'_, 'a> {
             JobRef::new(
                 NonNull::from(Box::leak(job)).cast(),
                 ChildJob::<'a, F>::execute,
+                self.worker.region(),
             )
         };
         self.worker.push(job_ref);
@@ -185,7 +196,7 @@ where
         if node.children.fetch_sub(1, Ordering::AcqRel) == 1 {
             // SAFETY: the last unit of the node: it completes now, once.
             unsafe { complete(node, worker, shared.replay()) }.map(|succ| Next {
-                job: node_job(succ),
+                job: node_job(succ, shared.region()),
                 rule: Rule::Successor,
             })
         } else {
@@ -210,12 +221,12 @@ fn preferred_worker(node: &Node<'_>, replay: bool) -> Option<usize> {
     None
 }
 
-/// The job of a ready node.
+/// The job of a ready node of a run in isolation region `region`.
 #[inline]
-fn node_job(node: &Node<'_>) -> JobRef {
+fn node_job(node: &Node<'_>, region: Region) -> JobRef {
     // SAFETY: the node lives until the run ends; it is ready, so exactly
     // one job for it exists in this run.
-    unsafe { JobRef::new(NonNull::from(node).cast(), execute_node) }
+    unsafe { JobRef::new(NonNull::from(node).cast(), execute_node, region) }
 }
 
 /// Run a ready node and, while each node makes a successor ready that may
@@ -259,7 +270,7 @@ fn execute_traced(node: &'static Node<'static>, worker: &WorkerThread) -> Option
     let next = unsafe { run_node(node, worker, shared.replay()) };
     worker.set_trace_name(name);
     next.map(|succ| Next {
-        job: node_job(succ),
+        job: node_job(succ, shared.region()),
         rule: Rule::Successor,
     })
 }
@@ -367,7 +378,7 @@ unsafe fn complete<'a>(
             next = Some(succ);
         } else {
             worker.registry().route(
-                node_job(succ),
+                node_job(succ, shared.region()),
                 succ.dispatch,
                 affinity,
                 Some(worker),
@@ -404,6 +415,9 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
         .names
         .store(graph.trace_names.as_ptr().cast_mut(), Ordering::Relaxed);
     shared.used_shared_queue.reset();
+    shared
+        .region
+        .store(region::current().to_bits(), Ordering::Relaxed);
     let roots = &graph.roots;
     let sinks = graph.sinks;
     match WorkerThread::current_in(registry) {
@@ -460,9 +474,13 @@ fn start(
         // SAFETY: root indices are in bounds of the running graph.
         let root = unsafe { &*base.add(r as usize) };
         let affinity = preferred_worker(root, shared.replay());
-        registry.route(node_job(root), root.dispatch, affinity, here, || {
-            shared.used_shared_queue.note()
-        });
+        registry.route(
+            node_job(root, shared.region()),
+            root.dispatch,
+            affinity,
+            here,
+            || shared.used_shared_queue.note(),
+        );
     }
     // SAFETY: the latch lives on the caller's frame until after its wait.
     unsafe { CountLatch::release(latch) };

@@ -1,0 +1,144 @@
+//! The global pool, and the free functions that use it outside every pool.
+//!
+//! As in rayon and oneTBB, a user who builds no pool still gets
+//! parallelism: the global pool is built on first use, with
+//! `SIXFOLD_NUM_THREADS` threads if that is a positive number, else one
+//! per core of the process's CPU mask; [`Builder::build_global`]
+//! configures it instead, once, before first use. Inside a worker, the
+//! free functions ([`spawn`], [`spawn_fifo`], [`enqueue`],
+//! [`current_num_threads`], and `join`, `scope`, `scope_fifo`) use that
+//! worker's pool; outside every pool, the global one.
+//!
+//! Invariant: the global pool, once set, lives for the rest of the process
+//! (its threads are never joined, as rayon's are not).
+
+use crate::error::BuildError;
+use crate::pool::{Builder, Pool};
+use crate::registry::Registry;
+use crate::task::{Dispatch, TaskRef};
+use crate::worker::WorkerThread;
+use std::sync::{Arc, OnceLock};
+
+static GLOBAL: OnceLock<Pool> = OnceLock::new();
+
+impl Pool {
+    /// The global pool, built now if this is its first use (with the
+    /// default size: `SIXFOLD_NUM_THREADS`, else one thread per core of the
+    /// process's CPU mask).
+    ///
+    /// # Panics
+    /// If it has to be built and the operating system refuses to start its
+    /// threads.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::global();
+    /// assert!(pool.num_threads() >= 1);
+    /// assert_eq!(pool.install(|| 6 * 7), 42);
+    /// ```
+    pub fn global() -> &'static Pool {
+        GLOBAL.get_or_init(|| {
+            Builder::new()
+                .build()
+                .unwrap_or_else(|e| panic!("sixfold: the global pool could not be built: {e}"))
+        })
+    }
+}
+
+impl Builder {
+    /// Build the global pool with this configuration (see
+    /// [`Pool::global`]). An error if the global pool exists already,
+    /// because it was configured before or used: call this first thing in
+    /// `main`.
+    ///
+    /// ```
+    /// // In `main`, before anything uses the global pool:
+    /// sixfold::Pool::builder().num_threads(2).build_global().unwrap();
+    /// assert_eq!(sixfold::current_num_threads(), 2);
+    /// assert!(sixfold::Pool::builder().build_global().is_err());
+    /// ```
+    pub fn build_global(self) -> Result<(), BuildError> {
+        if GLOBAL.get().is_some() {
+            return Err(BuildError::GlobalPoolAlreadyInitialized);
+        }
+        let pool = self.build()?;
+        // Lost a race with another initialization: `pool` is dropped (its
+        // threads joined) and the caller told.
+        GLOBAL
+            .set(pool)
+            .map_err(|_| BuildError::GlobalPoolAlreadyInitialized)
+    }
+}
+
+/// The registry free functions use: the calling worker's, else the global.
+fn current_registry() -> &'static Arc<Registry> {
+    match WorkerThread::current() {
+        // A worker's registry outlives everything the worker runs.
+        Some(worker) => worker.registry(),
+        None => Pool::global().registry(),
+    }
+}
+
+/// Spawn a `'static` closure: onto the calling worker's deque in its pool
+/// (LIFO for it, stolen oldest first), or from outside every pool into the
+/// global pool. See [`Pool::spawn`].
+///
+/// ```
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// sixfold::spawn(move || tx.send(6 * 7).unwrap());
+/// assert_eq!(rx.recv().unwrap(), 42);
+/// ```
+pub fn spawn<F>(f: F)
+where
+    F: FnOnce() + Send + 'static,
+{
+    current_registry().submit_static(TaskRef::from_fn(move |_| f()), Some(Dispatch::Spawn), None);
+}
+
+/// Spawn a `'static` closure in FIFO order for the calling worker (see
+/// [`Pool::spawn_fifo`]), in its pool or, outside every pool, the global
+/// pool.
+///
+/// ```
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// sixfold::spawn_fifo(move || tx.send(1).unwrap());
+/// assert_eq!(rx.recv().unwrap(), 1);
+/// ```
+pub fn spawn_fifo<F>(f: F)
+where
+    F: FnOnce() + Send + 'static,
+{
+    current_registry().submit_static_fifo(TaskRef::from_fn(move |_| f()));
+}
+
+/// Enqueue a `'static` closure on the shared queue (rule 5: fair,
+/// approximately FIFO, guaranteed to run) of the calling worker's pool or,
+/// outside every pool, the global pool. See [`Pool::enqueue`].
+///
+/// ```
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// sixfold::enqueue(move || tx.send("ran").unwrap());
+/// assert_eq!(rx.recv().unwrap(), "ran");
+/// ```
+pub fn enqueue<F>(f: F)
+where
+    F: FnOnce() + Send + 'static,
+{
+    current_registry().submit_static(
+        TaskRef::from_fn(move |_| f()),
+        Some(Dispatch::Enqueue),
+        None,
+    );
+}
+
+/// The number of threads of the calling worker's pool (at least 1: a pool
+/// without threads runs on its callers), or of the global pool outside
+/// every pool (which builds it if needed). The usual grain for splitting
+/// work.
+///
+/// ```
+/// let pool = sixfold::Pool::builder().num_threads(3).build().unwrap();
+/// assert_eq!(pool.install(sixfold::current_num_threads), 3);
+/// ```
+pub fn current_num_threads() -> usize {
+    current_registry().num_threads().max(1)
+}
