@@ -764,3 +764,56 @@ fn start_and_exit_handlers_run_once_per_worker() {
         );
     }
 }
+
+/// Counting start and exit handlers, and their counts.
+fn counting_handlers(
+    builder: sixfold::Builder,
+) -> (sixfold::Builder, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let (starts, exits) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (s, e) = (starts.clone(), exits.clone());
+    let builder = builder
+        .start_handler(move |_| {
+            s.fetch_add(1, Ordering::SeqCst);
+        })
+        .exit_handler(move |_| {
+            e.fetch_add(1, Ordering::SeqCst);
+        });
+    (builder, starts, exits)
+}
+
+#[test]
+fn a_panicking_thread_name_stops_and_joins_the_threads_already_started() {
+    quiet_intentional_panics();
+    let (builder, starts, exits) =
+        counting_handlers(Pool::builder().num_threads(10).thread_name(|i| {
+            if i >= 5 {
+                panic!("no name for worker {i}");
+            }
+            format!("named-{i}")
+        }));
+    let message = expect_panic(|| builder.build());
+    assert_eq!(message, "no name for worker 5");
+    // The five started workers ran their start handler, were stopped, ran
+    // their exit handler and were joined before the panic came out.
+    assert_eq!(starts.load(Ordering::SeqCst), 5);
+    assert_eq!(exits.load(Ordering::SeqCst), 5);
+    // Nothing holds the handlers any more: no thread outlived the build.
+    assert_eq!(Arc::strong_count(&starts), 1);
+    assert_eq!(Arc::strong_count(&exits), 1);
+}
+
+#[test]
+fn a_thread_that_fails_to_start_is_an_error_and_leaves_no_thread_behind() {
+    let (builder, starts, exits) = counting_handlers(
+        Pool::builder()
+            .num_threads(10)
+            .stack_size(isize::MAX as usize),
+    );
+    match builder.build() {
+        Err(sixfold::BuildError::ThreadSpawn(_)) => {}
+        other => panic!("expected ThreadSpawn, got {other:?}"),
+    }
+    assert_eq!(starts.load(Ordering::SeqCst), exits.load(Ordering::SeqCst));
+    assert_eq!(Arc::strong_count(&starts), 1);
+    assert_eq!(Arc::strong_count(&exits), 1);
+}

@@ -1,0 +1,64 @@
+//! Helpers shared by the integration tests: bounded waits and a watchdog,
+//! so that a scheduler bug fails a test instead of hanging it.
+//!
+//! Each test file that uses them says `mod common;`; not every file uses
+//! every helper.
+
+#![allow(dead_code)]
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Spin (yielding) until `cond` holds or `limit` passed; whether it held.
+pub fn wait_for(limit: Duration, cond: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    while !cond() {
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+    true
+}
+
+/// Like `wait_for`, but a timeout fails the test, naming `what`.
+pub fn poll_until(what: &str, limit: Duration, cond: impl Fn() -> bool) {
+    assert!(
+        wait_for(limit, cond),
+        "timed out after {limit:?} waiting for {what}"
+    );
+}
+
+/// Run `f` on a thread of its own and return its result, or `Err(())` if it
+/// did not finish within `limit` (the thread is left behind: a hang). A
+/// panic in `f` is resumed here.
+pub fn finishes_within<R, F>(limit: Duration, f: F) -> Result<R, ()>
+where
+    R: Send + 'static,
+    F: FnOnce() -> R + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("watched".into())
+        .spawn(move || {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            let _ = tx.send(result);
+        })
+        .expect("spawn the watched thread");
+    match rx.recv_timeout(limit) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(payload)) => std::panic::resume_unwind(payload),
+        Err(_) => Err(()),
+    }
+}
+
+/// Run `f` under a watchdog: a hang past `limit` fails the test with a
+/// message naming `what`, instead of hanging the test run.
+pub fn within<R, F>(what: &str, limit: Duration, f: F) -> R
+where
+    R: Send + 'static,
+    F: FnOnce() -> R + Send + 'static,
+{
+    finishes_within(limit, f)
+        .unwrap_or_else(|()| panic!("{what} did not finish within {limit:?}: a hang"))
+}
