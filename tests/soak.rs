@@ -1,0 +1,516 @@
+//! A soak test that would catch the next hang or lost task: random
+//! mixtures of every entry point (spawn, enqueue, spawn_fifo, join, scope,
+//! scope_fifo, TaskRef DAGs, Graph runs, install across two pools, isolate)
+//! with panics in each, on pools of 1 to 4 workers.
+//!
+//! Each round checks that every task ran exactly once (at most once, and
+//! the rest exactly once after a clean rerun, where oneTBB's cancel
+//! contract applies) and that every panic arrived where its contract says:
+//! resumed by `join`/`scope`/`run`/`run_graph`/`install`, or handed to the
+//! pool's panic handler for `'static` tasks. A watchdog fails a round that
+//! hangs instead of hanging the test run.
+//!
+//! Rounds: `SIXFOLD_SOAK_ROUNDS` (default 1,000: about 2 s in a debug
+//! build on two cores); the seed of a failing round is in the message, and
+//! `SIXFOLD_SOAK_SEED` replays from it.
+
+mod common;
+
+use sixfold::{Graph, Pool, TaskRef};
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Small, seedable, good enough to pick shapes.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// Execution counts of one round's tasks, by id.
+struct Ledger {
+    runs: Vec<AtomicU32>,
+    next: AtomicUsize,
+}
+
+impl Ledger {
+    fn new(capacity: usize) -> Self {
+        Ledger {
+            runs: (0..capacity).map(|_| AtomicU32::new(0)).collect(),
+            next: AtomicUsize::new(0),
+        }
+    }
+    /// A fresh task id.
+    fn id(&self) -> usize {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        assert!(id < self.runs.len(), "ledger too small");
+        id
+    }
+    fn ran(&self, id: usize) {
+        self.runs[id].fetch_add(1, Ordering::SeqCst);
+    }
+    fn count(&self, id: usize) -> u32 {
+        self.runs[id].load(Ordering::SeqCst)
+    }
+}
+
+const PANIC: &str = "soak: intentional";
+
+/// What the soak ran, over all rounds: operations by kind, tasks, panics.
+static OPS_BY_KIND: [AtomicUsize; 7] = [const { AtomicUsize::new(0) }; 7];
+static TASKS: AtomicUsize = AtomicUsize::new(0);
+static PANICS: AtomicUsize = AtomicUsize::new(0);
+
+fn payload_is_ours(payload: &(dyn Any + Send)) -> bool {
+    payload
+        .downcast_ref::<String>()
+        .is_some_and(|s| s.starts_with(PANIC))
+}
+
+fn quiet_intentional_panics() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !payload_is_ours(info.payload()) {
+                default(info);
+            }
+        }));
+    });
+}
+
+/// The pools of a round: A (1-4 workers) and B (1-2 workers), and what
+/// A's panic handler received.
+struct Pools {
+    a: Arc<Pool>,
+    b: Arc<Pool>,
+    handled: Arc<AtomicUsize>,
+}
+
+impl Pools {
+    fn new(rng: &mut Rng) -> Pools {
+        let handled = Arc::new(AtomicUsize::new(0));
+        let h = handled.clone();
+        let a = Pool::builder()
+            .num_threads(1 + rng.below(4))
+            .panic_handler(move |payload| {
+                assert!(
+                    payload_is_ours(&*payload),
+                    "a foreign panic reached the handler"
+                );
+                h.fetch_add(1, Ordering::SeqCst);
+            })
+            .build()
+            .unwrap();
+        let b = Pool::builder()
+            .num_threads(1 + rng.below(2))
+            .build()
+            .unwrap();
+        Pools {
+            a: Arc::new(a),
+            b: Arc::new(b),
+            handled,
+        }
+    }
+}
+
+/// One operation of a round. Returns the task ids it made, for the checks,
+/// and whether it expected its panic to be resumed to it (and was).
+fn run_op(op: usize, rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>) -> Outcome {
+    let panics = rng.chance(15);
+    OPS_BY_KIND[op].fetch_add(1, Ordering::Relaxed);
+    PANICS.fetch_add(usize::from(panics), Ordering::Relaxed);
+    match op {
+        0 => op_static(rng, pools, ledger, panics),
+        1 => op_join(rng, pools, ledger, panics),
+        2 => op_scope(rng, pools, ledger, panics, false),
+        3 => op_scope(rng, pools, ledger, panics, true),
+        4 => op_task_dag(rng, pools, ledger, panics),
+        5 => op_graph(rng, pools, ledger, panics),
+        _ => op_cross_pool(rng, pools, ledger, panics),
+    }
+}
+
+/// What an operation leaves for the end-of-round check.
+struct Outcome {
+    /// Tasks that must have run exactly once by the end of the round.
+    exactly_once: Vec<usize>,
+    /// Tasks that may have been cancelled (oneTBB's contract): at most once.
+    at_most_once: Vec<usize>,
+    /// Panics handed to A's panic handler by this operation.
+    handled_panics: usize,
+}
+
+impl Outcome {
+    fn exact(ids: Vec<usize>) -> Outcome {
+        Outcome {
+            exactly_once: ids,
+            at_most_once: Vec::new(),
+            handled_panics: 0,
+        }
+    }
+}
+
+/// Resume-checking: `f` must panic with our payload iff `expect_panic`.
+fn expect_resumed(what: &str, expect_panic: bool, f: impl FnOnce()) {
+    let result = catch_unwind(AssertUnwindSafe(f));
+    match (result, expect_panic) {
+        (Ok(()), false) => {}
+        (Err(payload), true) => assert!(payload_is_ours(&*payload), "{what}: foreign panic"),
+        (Ok(()), true) => panic!("{what}: the panic was lost"),
+        (Err(payload), false) => std::panic::resume_unwind(payload),
+    }
+}
+
+fn maybe_panic(panics: bool, id: usize) {
+    if panics {
+        panic!("{PANIC} {id}");
+    }
+}
+
+/// spawn / enqueue / spawn_fifo of 'static tasks, from outside or inside.
+fn op_static(rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>, panics: bool) -> Outcome {
+    let n = 1 + rng.below(20);
+    let ids: Vec<usize> = (0..n).map(|_| ledger.id()).collect();
+    let panicking = panics.then(|| rng.below(n));
+    let kinds: Vec<usize> = (0..n).map(|_| rng.below(4)).collect();
+    let inside = rng.chance(50);
+    let submit = {
+        let (a, ids, ledger) = (pools.a.clone(), ids.clone(), ledger.clone());
+        move || {
+            for (k, (&id, &kind)) in ids.iter().zip(&kinds).enumerate() {
+                let ledger = ledger.clone();
+                let job = move || {
+                    ledger.ran(id);
+                    maybe_panic(panicking == Some(k), id);
+                };
+                match kind {
+                    0 => a.spawn(job),
+                    1 => a.enqueue(job),
+                    2 => a.spawn_fifo(job),
+                    _ => a.spawn_with_affinity(k % a.num_workers(), job).unwrap(),
+                }
+            }
+        }
+    };
+    if inside {
+        let a = pools.a.clone();
+        a.install(submit);
+    } else {
+        submit();
+    }
+    pools.a.wait_idle();
+    Outcome {
+        exactly_once: ids,
+        at_most_once: Vec::new(),
+        handled_panics: usize::from(panicking.is_some()),
+    }
+}
+
+/// A join tree of random depth; one leaf may panic, which `join` resumes.
+fn op_join(rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>, panics: bool) -> Outcome {
+    let depth = rng.below(7) as u32;
+    let leaves = 1usize << depth;
+    let ids: Vec<usize> = (0..leaves).map(|_| ledger.id()).collect();
+    let panicking = panics.then(|| rng.below(leaves));
+    fn tree(ids: &[usize], first: usize, panicking: Option<usize>, ledger: &Ledger) {
+        if ids.len() == 1 {
+            ledger.ran(ids[0]);
+            maybe_panic(panicking == Some(first), ids[0]);
+            return;
+        }
+        let (l, r) = ids.split_at(ids.len() / 2);
+        sixfold::join(
+            || tree(l, first, panicking, ledger),
+            || tree(r, first + l.len(), panicking, ledger),
+        );
+    }
+    let isolated = rng.chance(30);
+    let ledger2 = ledger.clone();
+    let ids2 = ids.clone();
+    expect_resumed("join", panicking.is_some(), || {
+        pools.a.install(|| {
+            let body = || tree(&ids2, 0, panicking, &ledger2);
+            if isolated {
+                sixfold::isolate(body)
+            } else {
+                body()
+            }
+        })
+    });
+    Outcome::exact(ids)
+}
+
+/// A scope (or FIFO scope) with nested spawns; rayon's contract: every job
+/// runs even after a panic, which the scope resumes.
+fn op_scope(
+    rng: &mut Rng,
+    pools: &Pools,
+    ledger: &Arc<Ledger>,
+    panics: bool,
+    fifo: bool,
+) -> Outcome {
+    let outer = 1 + rng.below(12);
+    let inner = rng.below(4);
+    let ids: Vec<usize> = (0..outer * (1 + inner)).map(|_| ledger.id()).collect();
+    let panicking = panics.then(|| rng.below(ids.len()));
+    let body_panics = panics && rng.chance(30);
+    let ledger2 = ledger.clone();
+    let ids2 = ids.clone();
+    let run = move || {
+        let ledger = &ledger2;
+        let ids = &ids2;
+        let job = move |k: usize| {
+            ledger.ran(ids[k]);
+            maybe_panic(panicking == Some(k), ids[k]);
+        };
+        if fifo {
+            sixfold::scope_fifo(|s| {
+                for o in 0..outer {
+                    s.spawn_fifo(move |s| {
+                        for i in 0..inner {
+                            s.spawn_fifo(move |_| job(outer + o * inner + i));
+                        }
+                        job(o);
+                    });
+                }
+                if body_panics {
+                    panic!("{PANIC} body");
+                }
+            })
+        } else {
+            sixfold::scope(|s| {
+                for o in 0..outer {
+                    s.spawn(move |s| {
+                        for i in 0..inner {
+                            s.spawn(move |_| job(outer + o * inner + i));
+                        }
+                        job(o);
+                    });
+                }
+                if body_panics {
+                    panic!("{PANIC} body");
+                }
+            })
+        }
+    };
+    let from_outside = rng.chance(30);
+    expect_resumed("scope", panicking.is_some() || body_panics, || {
+        if from_outside {
+            // Through `Pool::scope`'s install from this thread.
+            pools.a.install(run)
+        } else {
+            let a = pools.a.clone();
+            a.install(|| sixfold::isolate(run))
+        }
+    });
+    Outcome::exact(ids)
+}
+
+/// A random DAG of TaskRefs run with `Pool::run`; oneTBB's contract on a
+/// panic: not-started tasks may be skipped, the panic is resumed.
+fn op_task_dag(rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>, panics: bool) -> Outcome {
+    let n = 1 + rng.below(30);
+    let ids: Vec<usize> = (0..n).map(|_| ledger.id()).collect();
+    let panicking = panics.then(|| rng.below(n));
+    let mut tasks: Vec<TaskRef> = ids
+        .iter()
+        .enumerate()
+        .map(|(k, &id)| {
+            let ledger = ledger.clone();
+            TaskRef::from_fn(move |cx| {
+                ledger.ran(id);
+                // Some tasks spawn a child with its own id? Keep ids exact:
+                // children are accounted as part of their parent's id.
+                let _ = cx.worker_index();
+                maybe_panic(panicking == Some(k), id);
+            })
+        })
+        .collect();
+    for j in 1..n {
+        for _ in 0..rng.below(3) {
+            let i = rng.below(j);
+            let (before, after) = tasks.split_at_mut(j);
+            before[i].precede(&after[0]).unwrap();
+        }
+    }
+    let from_inside = rng.chance(50);
+    expect_resumed("run", panicking.is_some(), || {
+        if from_inside {
+            let a = pools.a.clone();
+            a.install(|| a.run(tasks))
+        } else {
+            pools.a.run(tasks)
+        }
+    });
+    if panicking.is_some() {
+        Outcome {
+            exactly_once: Vec::new(),
+            at_most_once: ids,
+            handled_panics: 0,
+        }
+    } else {
+        Outcome::exact(ids)
+    }
+}
+
+/// A random Graph, run 1-3 times; a panicking run cancels what had not
+/// started and the graph runs cleanly again afterwards.
+fn op_graph(rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>, panics: bool) -> Outcome {
+    let n = 1 + rng.below(40);
+    let runs = 1 + rng.below(3);
+    let ids: Vec<usize> = (0..n).map(|_| ledger.id()).collect();
+    let panicking = panics.then(|| rng.below(n));
+    let panic_armed = AtomicU32::new(u32::from(panicking.is_some()));
+    let seen: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+    {
+        let mut g = Graph::new();
+        let nodes: Vec<_> = (0..n)
+            .map(|k| {
+                let (seen, panic_armed) = (&seen, &panic_armed);
+                g.add(move || {
+                    seen[k].fetch_add(1, Ordering::SeqCst);
+                    if panicking == Some(k) && panic_armed.swap(0, Ordering::SeqCst) == 1 {
+                        panic!("{PANIC} graph node {k}");
+                    }
+                })
+            })
+            .collect();
+        for j in 1..n {
+            for _ in 0..rng.below(3) {
+                g.precede(nodes[rng.below(j)], nodes[j]).unwrap();
+            }
+        }
+        // The first run panics if armed; then `runs` clean runs.
+        if panicking.is_some() {
+            expect_resumed("run_graph", true, || pools.a.run_graph(&mut g).unwrap());
+        }
+        let from_inside = rng.chance(50);
+        for _ in 0..runs {
+            if from_inside {
+                let a = pools.a.clone();
+                a.install(|| a.run_graph(&mut g)).unwrap();
+            } else {
+                pools.a.run_graph(&mut g).unwrap();
+            }
+        }
+    }
+    // Every node ran `runs` times, plus at most once in the panicking run.
+    let extra = u32::from(panicking.is_some());
+    for (k, count) in seen.iter().enumerate() {
+        let c = count.load(Ordering::SeqCst);
+        assert!(
+            c >= runs as u32 && c <= runs as u32 + extra,
+            "graph node {k} ran {c} times in {runs} clean runs (+{extra} panicking)"
+        );
+        ledger.ran(ids[k]);
+    }
+    Outcome::exact(ids)
+}
+
+/// install across the two pools, A -> B -> A (-> B), maybe isolated, maybe
+/// panicking at the bottom (resumed all the way up).
+fn op_cross_pool(rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>, panics: bool) -> Outcome {
+    let id = ledger.id();
+    let deep = rng.chance(50);
+    let isolated = rng.chance(30);
+    let (a, b) = (pools.a.clone(), pools.b.clone());
+    let ledger = ledger.clone();
+    expect_resumed("install across pools", panics, || {
+        let bottom = || {
+            ledger.ran(id);
+            maybe_panic(panics, id);
+        };
+        let chain = || b.install(|| a.install(|| if deep { b.install(bottom) } else { bottom() }));
+        a.install(|| {
+            if isolated {
+                sixfold::isolate(chain)
+            } else {
+                chain()
+            }
+        })
+    });
+    Outcome::exact(vec![id])
+}
+
+fn round(seed: u64) {
+    let mut rng = Rng(seed | 1);
+    let pools = Pools::new(&mut rng);
+    let ledger = Arc::new(Ledger::new(4096));
+    let mut outcomes = Vec::new();
+    for _ in 0..(4 + rng.below(12)) {
+        let op = rng.below(7);
+        outcomes.push(run_op(op, &mut rng, &pools, &ledger));
+    }
+    pools.a.wait_idle();
+    TASKS.fetch_add(ledger.next.load(Ordering::Relaxed), Ordering::Relaxed);
+    let mut handled = 0;
+    for outcome in &outcomes {
+        for &id in &outcome.exactly_once {
+            assert_eq!(
+                ledger.count(id),
+                1,
+                "task {id} ran {} times",
+                ledger.count(id)
+            );
+        }
+        for &id in &outcome.at_most_once {
+            assert!(
+                ledger.count(id) <= 1,
+                "task {id} ran {} times",
+                ledger.count(id)
+            );
+        }
+        handled += outcome.handled_panics;
+    }
+    assert_eq!(
+        pools.handled.load(Ordering::SeqCst),
+        handled,
+        "'static panics handed to the handler"
+    );
+}
+
+#[test]
+fn random_mixtures_of_every_entry_point_lose_nothing_and_never_hang() {
+    quiet_intentional_panics();
+    let rounds: u64 = std::env::var("SIXFOLD_SOAK_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let first_seed: u64 = std::env::var("SIXFOLD_SOAK_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5eed_0000);
+    let start = Instant::now();
+    for r in 0..rounds {
+        let seed = first_seed + r;
+        common::finishes_within(Duration::from_secs(60), move || round(seed)).unwrap_or_else(
+            |()| panic!("soak round with SIXFOLD_SOAK_SEED={seed} hung (60 s watchdog)"),
+        );
+    }
+    let ops: Vec<usize> = OPS_BY_KIND
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .collect();
+    eprintln!(
+        "soak: {rounds} rounds in {:.1} s: {} tasks checked, {} operations with a panic; \
+         operations static/join/scope/scope_fifo/run/graph/cross-pool = {ops:?}",
+        start.elapsed().as_secs_f64(),
+        TASKS.load(Ordering::Relaxed),
+        PANICS.load(Ordering::Relaxed),
+    );
+}
