@@ -14,25 +14,68 @@
 //!                    nothing: search in rounds, then sleep until woken
 //! ```
 //!
+//! Without any setup, the free functions run in a global pool, built on
+//! first use with one worker per core (`SIXFOLD_NUM_THREADS` overrides),
+//! as rayon's do:
+//!
+//! ```
+//! fn sum(slice: &[u64]) -> u64 {
+//!     if slice.len() <= 1024 {
+//!         return slice.iter().sum();
+//!     }
+//!     let (left, right) = slice.split_at(slice.len() / 2);
+//!     let (a, b) = sixfold::join(|| sum(left), || sum(right));
+//!     a + b
+//! }
+//! let data: Vec<u64> = (1..=100_000).collect();
+//! assert_eq!(sum(&data), 5_000_050_000);
+//!
+//! // Tasks that borrow from this frame; the scope returns when all ran.
+//! let mut halves = [0u64; 2];
+//! let (low, high) = halves.split_at_mut(1);
+//! sixfold::scope(|s| {
+//!     s.spawn(|_| low[0] = data[..50_000].iter().sum());
+//!     s.spawn(|_| high[0] = data[50_000..].iter().sum());
+//! });
+//! assert_eq!(halves[0] + halves[1], 5_000_050_000);
+//! ```
+//!
 //! `spawn` pushes onto the calling worker's deque (or, from outside, the
 //! shared queue); `enqueue` always uses the shared queue, whose lanes are
 //! FIFO per submitting thread, and guarantees the task runs even on a pool
-//! without threads. Fork-join is continuation passing: see [`Context`].
+//! without threads. Fork-join is `join` and scopes, or continuation
+//! passing with task nodes: see [`Context`].
 //!
 //! The pieces, by what you want to do:
 //!
 //! | to ... | use |
 //! |---|---|
-//! | run a dependency graph again and again | [`Graph`], [`Pool::run_graph`] |
 //! | fork-join over borrowed data | [`join`], [`scope`], [`scope_fifo`] |
-//! | fire-and-forget work | [`Pool::spawn`], [`Pool::enqueue`], [`Pool::spawn_fifo`] |
+//! | fire-and-forget work | [`spawn`], [`enqueue`], [`spawn_fifo`] (or the [`Pool`] methods) |
+//! | a pool of your own (size, names, pinning, tracing) | [`Pool::builder`], [`Builder::build_global`] |
+//! | run a dependency graph again and again | [`Graph`], [`Pool::run_graph`] |
 //! | keep work on one core | [`Pool::spawn_with_affinity`], [`Graph::set_affinity`], [`Pinning`] |
 //! | continuation-passing task trees | [`Task`], [`TaskRef`], [`Context`], [`Pool::run`] |
+//! | wait without picking up unrelated work | [`isolate`] |
 //! | see what happened | [`Pool::stats`], [`Builder::trace`], [`Trace`] |
+//!
+//! # Waiting
 //!
 //! Waits inside tasks (`join`, scopes, `run`, `run_graph`) keep the worker
 //! busy with other tasks, but stop stealing past half of its stack and
-//! leave enqueued tasks to workers at their outermost level.
+//! leave enqueued tasks to workers at their outermost level. A worker of
+//! one pool that waits on another pool (`install`, `join`, `scope`, `run`
+//! through it) keeps running its own pool's tasks, so pools that call into
+//! each other never deadlock. Inside [`isolate`], a wait runs only the
+//! region's own tasks.
+//!
+//! # Failure: two contracts
+//!
+//! | construct | a panic in one task |
+//! |---|---|
+//! | [`join`], [`scope`], [`scope_fifo`] (rayon's) | every other spawned task still runs; the first panic is resumed once all finished, the body's (or `join`'s first closure's) first |
+//! | [`Pool::run`], [`Pool::run_graph`] (oneTBB's) | cancels the tasks not yet started, lets started ones finish, resumes the panic; a graph stays reusable |
+//! | `'static` tasks ([`spawn`], [`enqueue`], ...) | goes to [`Builder::panic_handler`], or is printed and counted; the pool keeps working |
 //!
 //! ```
 //! use sixfold::{Pool, TaskRef};

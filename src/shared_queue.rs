@@ -164,6 +164,11 @@ impl SharedQueue {
         self.lanes.iter().all(|lane| lane.is_empty())
     }
 
+    /// Is an enqueued task (not an entry) waiting?
+    pub(crate) fn has_lane_work(&self) -> bool {
+        !self.lanes_empty()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.lanes_empty() && !self.has_entries()
     }

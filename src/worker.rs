@@ -738,7 +738,7 @@ impl WorkerThread {
             // took ours): thieves may take them.
             return shared.has_work_outside(access.region) || !self.deque.is_empty();
         }
-        !access.may_take_shared() && !shared.is_empty()
+        !access.may_take_shared() && shared.has_lane_work()
     }
 
     /// Before the worker exits: its deque and mailbox can still hold proxy
