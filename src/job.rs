@@ -6,30 +6,49 @@
 //! next task to run (rules 1 and 2), and [`StackJob`]s, closures that live
 //! on the stack of a thread blocked until the job's latch is set.
 //!
+//! A `JobRef` is two words, as rayon's: the hot paths (`join`, a deque's
+//! push and pop) move it in registers. The isolation region (`region.rs`)
+//! of a job in an isolated region rides in a small `RegionJob` the
+//! `JobRef` points at instead, marked by a tag bit: outside `isolate`
+//! nothing changes and nothing is allocated.
+//!
 //! Invariant: a `JobRef` is executed at most once, and the memory it points
 //! at stays valid until then (a task node frees itself when it completes; a
-//! stack job's owner waits for its latch before its frame ends).
+//! stack job's owner waits for its latch before its frame ends). A
+//! `RegionJob` is freed when it runs, or by `discard` when its owner takes
+//! the job back (a `join`'s second half).
 
 use crate::latch::CountLatch;
+use crate::node_alloc;
 use crate::region::Region;
 use crate::stats::Rule;
 use crate::unwind;
 use crate::worker::WorkerThread;
+use std::alloc::Layout;
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 
 /// The low address bit that marks a proxy entry.
 const PROXY_TAG: usize = 1;
+/// The next bit: a `RegionJob` (a job of an isolated region).
+const REGION_TAG: usize = 2;
+/// Every job type is at least 4-byte aligned, so both bits are free.
+const TAGS: usize = PROXY_TAG | REGION_TAG;
 
 /// A reference to a job, as stored in the scheduler's queues.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct JobRef {
     pointer: NonNull<()>,
     execute_fn: unsafe fn(NonNull<()>, &WorkerThread) -> Option<Next>,
-    /// The isolation region the job belongs to (`region.rs`): the worker
-    /// that runs it adopts it, and an isolated wait takes only its own.
+}
+
+/// A job of an isolated region: the region and the job, behind one
+/// pointer. The worker that runs it takes on the region for the job's
+/// duration.
+struct RegionJob {
     region: Region,
+    job: JobRef,
 }
 
 // SAFETY: a JobRef is a unique claim on work whose data is Send (task bodies
@@ -54,16 +73,39 @@ impl JobRef {
     /// `execute_fn(pointer, ..)` must be sound to call once from any worker.
     /// Its address is even (every job type is at least word-aligned): the
     /// low bit marks proxies.
+    /// `region`: the isolation region the job belongs to; `Region::NONE`
+    /// costs nothing, another region one small allocation.
+    #[inline(always)]
     pub(crate) unsafe fn new(
         pointer: NonNull<()>,
         execute_fn: unsafe fn(NonNull<()>, &WorkerThread) -> Option<Next>,
         region: Region,
     ) -> JobRef {
-        debug_assert_eq!(pointer.as_ptr() as usize & PROXY_TAG, 0);
-        JobRef {
+        debug_assert_eq!(pointer.as_ptr() as usize & TAGS, 0);
+        let job = JobRef {
             pointer,
             execute_fn,
-            region,
+        };
+        if region.is_isolated() {
+            return Self::in_region(job, region);
+        }
+        job
+    }
+
+    /// Wrap `job` in a `RegionJob`.
+    #[cold]
+    fn in_region(job: JobRef, region: Region) -> JobRef {
+        let memory = node_alloc::allocate(Layout::new::<RegionJob>()).cast::<RegionJob>();
+        // SAFETY: fresh memory with the layout of `RegionJob`.
+        unsafe { memory.as_ptr().write(RegionJob { region, job }) };
+        // SAFETY: node memory is 16-byte aligned, so the tag bit is free and
+        // the tagged address non-null.
+        let tagged = unsafe {
+            NonNull::new_unchecked(memory.as_ptr().cast::<()>().map_addr(|a| a | REGION_TAG))
+        };
+        JobRef {
+            pointer: tagged,
+            execute_fn: run_region_job,
         }
     }
 
@@ -74,22 +116,15 @@ impl JobRef {
     pub(crate) unsafe fn new_proxy(
         pointer: NonNull<()>,
         execute_fn: unsafe fn(NonNull<()>, &WorkerThread) -> Option<Next>,
-        region: Region,
     ) -> JobRef {
+        debug_assert_eq!(pointer.as_ptr() as usize & TAGS, 0);
         // SAFETY: setting the low bit of a non-null address keeps it non-null.
         let tagged =
             unsafe { NonNull::new_unchecked(pointer.as_ptr().map_addr(|a| a | PROXY_TAG)) };
         JobRef {
             pointer: tagged,
             execute_fn,
-            region,
         }
-    }
-
-    /// The isolation region the job belongs to.
-    #[inline]
-    pub(crate) fn region(&self) -> Region {
-        self.region
     }
 
     /// Is this an entry of a proxy (a task with affinity, placed twice)?
@@ -98,12 +133,46 @@ impl JobRef {
         self.pointer.as_ptr() as usize & PROXY_TAG != 0
     }
 
-    /// The job's data, without the proxy mark.
+    /// The isolation region the job belongs to.
+    ///
+    /// For a proxy entry, the caller must hold it (not yet taken).
+    #[inline]
+    pub(crate) fn region(&self) -> Region {
+        let tags = self.pointer.as_ptr() as usize & TAGS;
+        if tags == 0 {
+            return Region::NONE;
+        }
+        if tags == REGION_TAG {
+            // SAFETY: a region-tagged job points at its live `RegionJob`
+            // until it runs or is discarded, and the caller holds it.
+            return unsafe { self.pointer().cast::<RegionJob>().as_ref() }.region;
+        }
+        // SAFETY: the caller holds this proxy entry, so the proxy lives.
+        unsafe { crate::proxy::Proxy::region(self) }
+    }
+
+    /// Give up a job its owner took back to run by other means (a
+    /// `join`'s second half run inline): frees its `RegionJob`, if any.
+    #[inline(always)]
+    pub(crate) fn discard(self) {
+        if self.pointer.as_ptr() as usize & TAGS == REGION_TAG {
+            Self::discard_region_job(self);
+        }
+    }
+
+    #[cold]
+    fn discard_region_job(self) {
+        // SAFETY: a region-tagged job owns its `RegionJob`; this is its
+        // last use.
+        unsafe { free_region_job(self.pointer().cast()) };
+    }
+
+    /// The job's data, without the tag bits.
     #[inline]
     pub(crate) fn pointer(&self) -> NonNull<()> {
-        // SAFETY: clearing the low bit of an address whose untagged form is
-        // non-null (it was made from a NonNull) keeps it non-null.
-        unsafe { NonNull::new_unchecked(self.pointer.as_ptr().map_addr(|a| a & !PROXY_TAG)) }
+        // SAFETY: clearing the tag bits of an address whose untagged form
+        // is non-null (it was made from a NonNull) keeps it non-null.
+        unsafe { NonNull::new_unchecked(self.pointer.as_ptr().map_addr(|a| a & !TAGS)) }
     }
 
     /// Do both refer to the same job?
@@ -119,6 +188,32 @@ impl JobRef {
         // SAFETY: forwarded from the caller: first and only execution.
         unsafe { (self.execute_fn)(self.pointer(), worker) }
     }
+}
+
+/// Free a `RegionJob`, returning what it held.
+///
+/// # Safety
+/// `memory` is a live `RegionJob`, not used again.
+unsafe fn free_region_job(memory: NonNull<RegionJob>) -> RegionJob {
+    // SAFETY: live per the contract; read once, then freed.
+    unsafe {
+        let region_job = memory.as_ptr().read();
+        node_alloc::release(memory.cast(), Layout::new::<RegionJob>());
+        region_job
+    }
+}
+
+/// The `JobRef` entry point of a `RegionJob`: run the job inside its
+/// region, and give the worker its region back afterwards.
+unsafe fn run_region_job(memory: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
+    // SAFETY: a region-tagged job points at its `RegionJob`; run once.
+    let RegionJob { region, job } = unsafe { free_region_job(memory.cast()) };
+    let outer = worker.region();
+    worker.set_region(region);
+    // SAFETY: the wrapped job runs exactly when its wrapper does: once.
+    let next = unsafe { job.execute(worker) };
+    worker.set_region(outer);
+    next
 }
 
 /// What a stack job produced.

@@ -74,9 +74,10 @@ where
         b,
         CountLatch::for_worker(worker.registry().wake_owner(worker.index())),
     );
+    let region = worker.region();
     // SAFETY: `job_b` stays in this frame until it was taken back or its
     // latch is set (both ensured below before returning or unwinding).
-    let job_b_ref = unsafe { job_b.as_job_ref(worker.region()) };
+    let job_b_ref = unsafe { job_b.as_job_ref(region) };
     worker.push(job_b_ref);
 
     // Even if `a` panics we must not leave before `b` is done: `b` may be
@@ -85,10 +86,11 @@ where
 
     let latch = job_b.latch.as_core().expect("a worker's latch");
     while !latch.probe() {
-        match worker.pop_local() {
+        match worker.pop_local(region) {
             Some(job) if job.same_job(&job_b_ref) => {
                 // Not stolen: run `b` right here, without the job machinery
                 // (no latch to set, nobody to wake). Counted as rule 3.
+                job.discard();
                 worker.count_task(Rule::OwnDeque);
                 let b = job_b.take_func();
                 if worker.tracing() {

@@ -25,6 +25,7 @@
 use crate::job::{JobRef, Next};
 use crate::mailbox::Mailbox;
 use crate::node_alloc;
+use crate::region::Region;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::worker::WorkerThread;
 use std::alloc::Layout;
@@ -46,6 +47,8 @@ pub(crate) struct Proxy {
     /// Entries still holding the proxy: 2, then 1, then freed.
     refs: AtomicUsize,
     job: JobRef,
+    /// `job`'s isolation region, readable after `job` ran.
+    region: Region,
     target: usize,
     /// The target's mailbox progress when a finder last looked (at first,
     /// when the proxy was pushed).
@@ -81,13 +84,24 @@ impl Proxy {
                 claimed: AtomicBool::new(false),
                 refs: AtomicUsize::new(2),
                 job,
+                region: job.region(),
                 target,
                 seen_progress: AtomicU64::new(stamp),
                 stuck_since: AtomicU64::new(0),
             })
         };
         // SAFETY: the proxy lives until both entries were taken or dropped.
-        unsafe { JobRef::new_proxy(memory.cast(), execute, job.region()) }
+        unsafe { JobRef::new_proxy(memory.cast(), execute) }
+    }
+
+    /// The isolation region of the task inside (copied at creation: the
+    /// task itself may have run through the other entry already).
+    ///
+    /// # Safety
+    /// `entry` is a proxy entry the caller holds (not yet taken or dropped).
+    pub(crate) unsafe fn region(entry: &JobRef) -> Region {
+        // SAFETY: the caller's entry keeps the proxy alive.
+        unsafe { entry.pointer().cast::<Proxy>().as_ref() }.region
     }
 
     /// The worker the task has affinity for.
@@ -174,11 +188,8 @@ pub(crate) static FREES: std::sync::atomic::AtomicUsize = std::sync::atomic::Ato
 /// A proxy entry run as a plain job (by a path that does not look at
 /// proxies): claim and run, or do nothing.
 unsafe fn execute(entry: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
-    // SAFETY: made by `new_pair`, so a live proxy; this entry is being
-    // consumed.
-    let region = unsafe { entry.cast::<Proxy>().as_ref() }.job.region();
-    // SAFETY: as above.
-    let entry = unsafe { JobRef::new_proxy(entry, execute, region) };
+    // SAFETY: made by `new_pair`; this entry is being consumed.
+    let entry = unsafe { JobRef::new_proxy(entry, execute) };
     // SAFETY: as above.
     match unsafe { Proxy::take(entry) } {
         // SAFETY: claimed once, so run once.

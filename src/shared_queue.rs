@@ -46,6 +46,10 @@ pub(crate) struct SharedQueue {
     entries: CachePadded<RingQueue<JobRef>>,
     /// Jobs of isolated regions, searchable by region.
     isolated: RegionQueue,
+    /// Entries plus isolated jobs waiting: one load tells a searching
+    /// worker that there are none (the common case), without touching the
+    /// two queues' lines. Raised before a push, lowered after a pop.
+    special: AtomicUsize,
     next_outside_lane: AtomicUsize,
 }
 
@@ -62,6 +66,7 @@ impl SharedQueue {
                 .collect(),
             entries: CachePadded::new(RingQueue::new(ENTRY_RING)),
             isolated: RegionQueue::default(),
+            special: AtomicUsize::new(0),
             next_outside_lane: AtomicUsize::new(0),
         }
     }
@@ -105,6 +110,7 @@ impl SharedQueue {
             return self.push_isolated(job);
         }
         let was_empty = self.entries.is_empty();
+        self.special.fetch_add(1, Ordering::SeqCst);
         self.entries.push(job);
         was_empty
     }
@@ -112,8 +118,25 @@ impl SharedQueue {
     #[cold]
     fn push_isolated(&self, job: JobRef) -> bool {
         let was_empty = self.isolated.is_empty();
+        self.special.fetch_add(1, Ordering::SeqCst);
         self.isolated.push(job);
         was_empty
+    }
+
+    /// Is an entry or an isolated region's job (perhaps) waiting? Exact
+    /// when nobody pushes or pops at the same time.
+    #[inline]
+    fn has_special(&self) -> bool {
+        self.special.load(Ordering::SeqCst) != 0
+    }
+
+    /// One special job was taken.
+    #[inline]
+    fn took_special(&self, job: Option<JobRef>) -> Option<JobRef> {
+        if job.is_some() {
+            self.special.fetch_sub(1, Ordering::SeqCst);
+        }
+        job
     }
 
     /// Pop approximately the oldest task, for a wait that may take any:
@@ -127,7 +150,10 @@ impl SharedQueue {
     /// The oldest entry, or job of an isolated region, whatever its region.
     #[inline]
     pub(crate) fn pop_entry(&self) -> Option<JobRef> {
-        self.entries.pop().or_else(|| self.isolated.pop_any())
+        if !self.has_special() {
+            return None;
+        }
+        self.took_special(self.entries.pop().or_else(|| self.isolated.pop_any()))
     }
 
     /// The front of the home lane, else of the next non-empty lane.
@@ -140,7 +166,10 @@ impl SharedQueue {
 
     /// The oldest job of isolated region `region`.
     pub(crate) fn pop_region(&self, region: Region) -> Option<JobRef> {
-        self.isolated.pop_region(region)
+        if !self.has_special() {
+            return None;
+        }
+        self.took_special(self.isolated.pop_region(region))
     }
 
     /// Is a job of `region` waiting? (For an isolated wait's final check.)
@@ -157,7 +186,7 @@ impl SharedQueue {
     /// Is an entry (or an isolated region's job) waiting?
     #[inline]
     pub(crate) fn has_entries(&self) -> bool {
-        !self.entries.is_empty() || !self.isolated.is_empty()
+        self.has_special()
     }
 
     fn lanes_empty(&self) -> bool {

@@ -194,7 +194,9 @@ impl WorkerGuard {
     }
 }
 
-/// The state a worker keeps on its own thread.
+/// The state a worker keeps on its own thread. Aligned to its own cache
+/// lines: two workers' boxes allocated side by side must not share one.
+#[repr(align(128))]
 pub(crate) struct WorkerThread {
     deque: Worker<JobRef>,
     index: usize,
@@ -316,11 +318,11 @@ impl WorkerThread {
         self.registry.route_ready(ready, Some(self));
     }
 
-    /// Pop the newest job of the own deque (rule 3) that a wait in the
-    /// current region may run, for `join` taking its second half back.
-    #[inline]
-    pub(crate) fn pop_local(&self) -> Option<JobRef> {
-        let region = self.region.get();
+    /// Pop the newest job of the own deque (rule 3) that a wait in region
+    /// `region` (the worker's current one) may run, for `join` taking its
+    /// second half back.
+    #[inline(always)]
+    pub(crate) fn pop_local(&self, region: Region) -> Option<JobRef> {
         if region.is_isolated() {
             return self.pop_own_in(region);
         }
@@ -358,13 +360,12 @@ impl WorkerThread {
         self.counters().task(rule);
     }
 
-    /// Rules 1 and 2: run `job`, then whatever each task hands straight back,
-    /// each in the isolation region it belongs to.
+    /// Rules 1 and 2: run `job`, then whatever each task hands straight back.
+    /// (A job of an isolated region takes on its region as it runs: see
+    /// `job::RegionJob`.)
     #[inline]
     pub(crate) fn run_chain(&self, mut job: JobRef, mut rule: Rule) {
-        let outer_region = self.region.get();
         loop {
-            self.region.set(job.region());
             self.counters().task(rule);
             let next = if self.tracing {
                 self.run_traced(job, rule)
@@ -378,10 +379,9 @@ impl WorkerThread {
                     job = next.job;
                     rule = next.rule;
                 }
-                None => break,
+                None => return,
             }
         }
-        self.region.set(outer_region);
     }
 
     /// `job.execute`, with a trace record around it.

@@ -398,3 +398,54 @@ fn graph_nodes_run_inline_and_boxed_bodies_subflows_and_are_dropped() {
         assert_eq!(Arc::strong_count(&owned), 1);
     }
 }
+
+#[test]
+fn isolated_jobs_carry_their_region_through_wrappers_proxies_and_inline_joins() {
+    // Every job of an isolated region is a `RegionJob` wrapper: pushed and
+    // run by a thief, taken back and discarded by `join`, inside a proxy
+    // whose other entry ran first, through the entry lane of another pool.
+    let pool = Arc::new(Pool::builder().num_threads(2).build().unwrap());
+    let other = Arc::new(Pool::builder().num_threads(1).build().unwrap());
+    let total = AtomicUsize::new(0);
+    let hits = Arc::new(AtomicUsize::new(0));
+    let (p, o) = (pool.clone(), other.clone());
+    let got = pool.install(|| {
+        sixfold::isolate(|| {
+            fn sum(n: usize) -> usize {
+                if n < 2 {
+                    return n;
+                }
+                let (a, b) = sixfold::join(|| sum(n - 1), || sum(n - 2));
+                a + b
+            }
+            let s = sum(8);
+            sixfold::scope(|sc| {
+                for _ in 0..4 {
+                    sc.spawn(|_| {
+                        total.fetch_add(1, Ordering::SeqCst);
+                    });
+                }
+            });
+            sixfold::scope_fifo(|sc| {
+                for _ in 0..4 {
+                    sc.spawn_fifo(|_| {
+                        total.fetch_add(1, Ordering::SeqCst);
+                    });
+                }
+            });
+            for w in [0, 1, 0, 1] {
+                let hits = hits.clone();
+                p.spawn_with_affinity(w, move || {
+                    hits.fetch_add(1, Ordering::SeqCst);
+                })
+                .unwrap();
+            }
+            let back = o.install(|| p.install(|| 5));
+            s + back
+        })
+    });
+    assert_eq!(got, 21 + 5);
+    assert_eq!(total.load(Ordering::SeqCst), 8);
+    pool.wait_idle();
+    assert_eq!(hits.load(Ordering::SeqCst), 4);
+}
