@@ -174,3 +174,60 @@ impl fmt::Display for GraphError {
 }
 
 impl std::error::Error for GraphError {}
+
+/// What [`Pool::run_pipeline`](crate::Pool::run_pipeline) refuses before
+/// anything runs, or how a run ended early.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PipelineError {
+    /// A limit of 0 items in flight would never let an item in.
+    ZeroTokens,
+    /// More tokens than a run can track.
+    TooManyTokens {
+        /// What was asked for.
+        tokens: usize,
+    },
+    /// A stage is pinned to a worker the pool does not have.
+    AffinityOutOfRange {
+        /// The stage's name.
+        stage: String,
+        /// The worker asked for.
+        worker: usize,
+        /// The pool's worker slots (valid indices are `0..num_workers`).
+        num_workers: usize,
+    },
+    /// The pipeline's [`CancelToken`](crate::CancelToken) fired: the source
+    /// stopped and the items in flight were dropped at their next stage.
+    Cancelled,
+}
+
+impl fmt::Display for PipelineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PipelineError::ZeroTokens => write!(
+                f,
+                "a pipeline run needs at least one token (item in flight); 0 were given"
+            ),
+            PipelineError::TooManyTokens { tokens } => {
+                write!(
+                    f,
+                    "a pipeline run can have at most 2^31 tokens; {tokens} were given"
+                )
+            }
+            PipelineError::AffinityOutOfRange {
+                stage,
+                worker,
+                num_workers,
+            } => write!(
+                f,
+                "pipeline stage {stage} is pinned to worker {worker}, but the pool's workers are 0..{num_workers}"
+            ),
+            PipelineError::Cancelled => write!(
+                f,
+                "the pipeline run was cancelled; the items in flight were dropped"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PipelineError {}

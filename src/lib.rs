@@ -54,6 +54,7 @@
 //! | fire-and-forget work | [`spawn`], [`enqueue`], [`spawn_fifo`] (or the [`Pool`] methods) |
 //! | a pool of your own (size, names, pinning, tracing) | [`Pool::builder`], [`Builder::build_global`] |
 //! | run a dependency graph again and again | [`Graph`], [`Pool::run_graph`] |
+//! | stream items through serial and parallel stages | [`Pipeline`], [`Pool::run_pipeline`] |
 //! | keep work on one core | [`Pool::spawn_with_affinity`], [`Graph::set_affinity`], [`Pinning`] |
 //! | continuation-passing task trees | [`Task`], [`TaskRef`], [`Context`], [`Pool::run`] |
 //! | wait without picking up unrelated work | [`isolate`] |
@@ -112,6 +113,7 @@ mod join;
 mod latch;
 mod mailbox;
 mod node_alloc;
+mod pipeline;
 mod pool;
 mod proxy;
 mod region;
@@ -130,10 +132,11 @@ mod unwind;
 mod worker;
 
 pub use context::{Context, Continuation};
-pub use error::{AffinityError, BuildError, GraphError, TaskError};
+pub use error::{AffinityError, BuildError, GraphError, PipelineError, TaskError};
 pub use global::{current_num_threads, enqueue, spawn, spawn_fifo};
 pub use graph::{CancelToken, Graph, NodeId, Subflow};
 pub use join::join;
+pub use pipeline::Pipeline;
 pub use pool::{Builder, Pool, current_worker};
 pub use region::isolate;
 pub use scope::{Scope, ScopeFifo, scope, scope_fifo};

@@ -569,6 +569,37 @@ impl Pool {
         }
     }
 
+    /// Run `pipeline` with at most `tokens` items in flight, until its source
+    /// is exhausted and every item passed every stage. Called from a worker
+    /// of this pool, the worker keeps running tasks while it waits.
+    ///
+    /// Errors, before anything runs: [`PipelineError::ZeroTokens`],
+    /// [`PipelineError::AffinityOutOfRange`] for a stage pinned to a worker
+    /// the pool does not have. [`PipelineError::Cancelled`] if the
+    /// pipeline's [`CancelToken`](crate::CancelToken) fired. A panic in a
+    /// stage (or the source) stops the source, drops the items in flight at
+    /// their next stage, and is resumed here once all are gone; the pipeline
+    /// can run again.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut n = 0;
+    /// let mut out = Vec::new();
+    /// let mut p = sixfold::Pipeline::new(|| { n += 1; (n <= 5).then_some(n) })
+    ///     .parallel(|x: u32| x * 10)
+    ///     .serial_in_order(|x| out.push(x));
+    /// pool.run_pipeline(&mut p, 3).unwrap();
+    /// drop(p);
+    /// assert_eq!(out, [10, 20, 30, 40, 50]);
+    /// ```
+    pub fn run_pipeline<T>(
+        &self,
+        pipeline: &mut crate::Pipeline<'_, T>,
+        tokens: usize,
+    ) -> Result<(), crate::PipelineError> {
+        crate::pipeline::run_pipeline(&self.registry, pipeline, tokens)
+    }
+
     /// `run_graph` `runs` times in a row; stops at the first error.
     pub fn run_graph_n(&self, graph: &mut Graph<'_>, runs: usize) -> Result<(), GraphError> {
         for _ in 0..runs {

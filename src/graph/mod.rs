@@ -51,17 +51,33 @@ impl NodeId {
     }
 }
 
-/// Cancels a graph's run from a node or another thread; get it with
-/// [`Graph::cancel_token`].
+/// Cancels a run of a graph or a pipeline from inside it or from another
+/// thread; get it with [`Graph::cancel_token`] or
+/// [`Pipeline::cancel_token`](crate::Pipeline::cancel_token).
 ///
-/// Nodes that have not started when it fires are skipped (their successors
-/// still see them complete, so the run ends promptly), and `run_graph`
-/// returns [`GraphError::Cancelled`]. The run clears the token when it
-/// returns, so the graph can run again; a token fired while no run is in
-/// progress cancels the next one.
+/// Graph nodes that have not started when it fires are skipped (their
+/// successors still see them complete, so the run ends promptly), and
+/// `run_graph` returns [`GraphError::Cancelled`]. A pipeline's source
+/// stops and its items in flight are dropped at their next stage;
+/// `run_pipeline` returns
+/// [`PipelineError::Cancelled`](crate::PipelineError::Cancelled). The run
+/// clears the token when it returns, so the graph or pipeline can run
+/// again; a token fired while no run is in progress cancels the next one.
 #[derive(Clone)]
 pub struct CancelToken {
-    shared: Arc<RunShared>,
+    target: Arc<dyn CancelTarget>,
+}
+
+/// What a [`CancelToken`] fires.
+pub(crate) trait CancelTarget: Send + Sync {
+    fn cancel(&self);
+    fn is_cancelled(&self) -> bool;
+}
+
+impl CancelToken {
+    pub(crate) fn new(target: Arc<dyn CancelTarget>) -> Self {
+        CancelToken { target }
+    }
 }
 
 impl fmt::Debug for CancelToken {
@@ -73,14 +89,14 @@ impl fmt::Debug for CancelToken {
 }
 
 impl CancelToken {
-    /// Skip every node of the current run that has not started yet.
+    /// Cancel the current run: skip what has not started yet.
     pub fn cancel(&self) {
-        self.shared.cancel();
+        self.target.cancel();
     }
 
     /// Whether the token has fired (and the run not yet returned).
     pub fn is_cancelled(&self) -> bool {
-        self.shared.is_cancelled()
+        self.target.is_cancelled()
     }
 }
 
@@ -421,9 +437,7 @@ impl<'a> Graph<'a> {
 
     /// A token that cancels this graph's runs (see [`CancelToken`]).
     pub fn cancel_token(&self) -> CancelToken {
-        CancelToken {
-            shared: self.shared.clone(),
-        }
+        CancelToken::new(self.shared.clone())
     }
 
     /// `node`'s index, if it belongs to this graph.

@@ -91,11 +91,6 @@ impl RunShared {
         self.replay.store(replay, Ordering::Relaxed);
     }
 
-    /// Fire the cancel token.
-    pub(crate) fn cancel(&self) {
-        self.cancel.store(true, Ordering::Relaxed);
-    }
-
     #[inline]
     pub(crate) fn is_cancelled(&self) -> bool {
         self.cancel.load(Ordering::Relaxed)
@@ -107,6 +102,15 @@ impl RunShared {
             *slot = Some(payload);
         }
         self.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+impl super::CancelTarget for RunShared {
+    fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+    fn is_cancelled(&self) -> bool {
+        RunShared::is_cancelled(self)
     }
 }
 

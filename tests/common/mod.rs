@@ -62,3 +62,23 @@ where
     finishes_within(limit, f)
         .unwrap_or_else(|()| panic!("{what} did not finish within {limit:?}: a hang"))
 }
+
+/// Install (once per process) a panic hook that stays quiet for panics
+/// whose message contains `marker`: the ones a test provokes on purpose.
+pub fn quiet_intentional_panics(marker: &'static str) {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            if !message.contains(marker) {
+                default(info);
+            }
+        }));
+    });
+}

@@ -1,0 +1,288 @@
+//! Pipelines: a source, then serial and parallel stages, a limit of items
+//! in flight, and stages pinned to workers. oneTBB's `parallel_pipeline`
+//! and Taskflow's `Pipeline`, on the six rules, with stage affinity.
+//!
+//! [`Pipeline`] is the builder users see; `stage.rs` erases the stages'
+//! types, `gate.rs` lets serial stages through without a lock or a blocked
+//! thread, `engine.rs` walks items through the stages. How a run maps onto
+//! the six rules is in `engine.rs` and ARCHITECTURE.md.
+
+mod engine;
+mod gate;
+mod stage;
+
+use crate::error::PipelineError;
+use crate::graph::CancelToken;
+use crate::latch::CountLatch;
+use crate::region;
+use crate::registry::Registry;
+use crate::unwind;
+use crate::worker::WorkerThread;
+use engine::Engine;
+use stage::{Mode, SourceStage, Stage, layout_of};
+use std::alloc::Layout;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// A pipeline: a source that yields items until it is exhausted, then
+/// stages that map (or, with [`flatten`](Pipeline::flatten), filter) each
+/// item, run with [`Pool::run_pipeline`](crate::Pool::run_pipeline) and a
+/// limit of items in flight (tokens). Built once, it runs again and again.
+///
+/// Stages are `serial_in_order` (one item at a time, in source order),
+/// `serial_out_of_order` (one at a time, any order) or `parallel` (any
+/// number at once). Serial stages own `FnMut` state without a lock;
+/// parallel ones are `Fn + Sync`; all may borrow from the caller's frame.
+/// `T` is the type the last stage produces (dropped after it).
+///
+/// ```
+/// use std::sync::Mutex;
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// let lines = ["3", "x", "4", "5"];
+/// let mut next = 0;
+/// let mut total = 0;
+/// let mut pipeline = sixfold::Pipeline::new(|| {
+///     let line = lines.get(next)?;
+///     next += 1;
+///     Some(*line)
+/// })
+/// .parallel(|line: &str| line.parse::<u64>().ok())
+/// .flatten()                                   // drop the lines that did not parse
+/// .parallel(|n| n * n)
+/// .serial_in_order(|square| total += square)   // in source order
+/// .name("sum");
+/// pool.run_pipeline(&mut pipeline, 4).unwrap(); // at most 4 items in flight
+/// drop(pipeline);
+/// assert_eq!(total, 9 + 16 + 25);
+/// ```
+pub struct Pipeline<'a, T> {
+    engine: Box<Engine<'a>>,
+    _output: PhantomData<fn() -> T>,
+}
+
+impl<'a, T: Send + 'a> Pipeline<'a, T> {
+    /// A pipeline whose items come from `source`, called (serially, in
+    /// order) until it returns `None`.
+    pub fn new<S>(source: S) -> Self
+    where
+        S: FnMut() -> Option<T> + Send + 'a,
+    {
+        Pipeline {
+            engine: Box::new(Engine::new(SourceStage::new(source), layout_of::<T>())),
+            _output: PhantomData,
+        }
+    }
+
+    fn then<U: Send + 'a>(mut self, stage: Stage<'a>) -> Pipeline<'a, U> {
+        self.engine.stages.push(stage);
+        self.engine.item_layout = max_layout(self.engine.item_layout, layout_of::<U>());
+        Pipeline {
+            engine: self.engine,
+            _output: PhantomData,
+        }
+    }
+
+    /// A serial stage that sees the items one at a time, in source order.
+    pub fn serial_in_order<U, F>(self, f: F) -> Pipeline<'a, U>
+    where
+        U: Send + 'a,
+        F: FnMut(T) -> U + Send + 'a,
+    {
+        let index = self.engine.stages.len() + 1;
+        self.then(Stage::serial(Mode::SerialInOrder, f, index))
+    }
+
+    /// A serial stage that sees the items one at a time, in any order
+    /// (whichever arrives first).
+    pub fn serial_out_of_order<U, F>(self, f: F) -> Pipeline<'a, U>
+    where
+        U: Send + 'a,
+        F: FnMut(T) -> U + Send + 'a,
+    {
+        let index = self.engine.stages.len() + 1;
+        self.then(Stage::serial(Mode::SerialOutOfOrder, f, index))
+    }
+
+    /// A parallel stage: any number of items at once.
+    pub fn parallel<U, F>(self, f: F) -> Pipeline<'a, U>
+    where
+        U: Send + 'a,
+        F: Fn(T) -> U + Send + Sync + 'a,
+    {
+        let index = self.engine.stages.len() + 1;
+        self.then(Stage::parallel(f, index))
+    }
+
+    /// Name the last stage added (or the source): the name shows in trace
+    /// records, error messages and `Debug`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        let name: Arc<str> = Arc::from(name.into());
+        match self.engine.stages.last_mut() {
+            Some(stage) => {
+                stage.name = name;
+                stage.named = true;
+            }
+            None => {
+                self.engine.source.name = name;
+                self.engine.source.named = true;
+            }
+        }
+        self
+    }
+
+    /// Pin the last stage added (or the source) to worker `worker`: its
+    /// items reach that worker through its mailbox (rule 4), so the stage's
+    /// state stays in one core's cache (with [`Pinning::Cores`](crate::Pinning),
+    /// one fixed core). Like any task with affinity it runs elsewhere only
+    /// if that worker stays stuck on other work for about a millisecond.
+    /// A worker the pool does not have is an error of `run_pipeline`.
+    pub fn pin(mut self, worker: usize) -> Self {
+        match self.engine.stages.last_mut() {
+            Some(stage) => stage.pin = Some(worker),
+            None => self.engine.source.pin = Some(worker),
+        }
+        self
+    }
+
+    /// A token that cancels this pipeline's runs (see [`CancelToken`]).
+    pub fn cancel_token(&self) -> CancelToken {
+        CancelToken::new(self.engine.cancel.clone())
+    }
+
+    /// The number of stages after the source.
+    pub fn num_stages(&self) -> usize {
+        self.engine.stages.len()
+    }
+}
+
+impl<'a, T: Send + 'a> Pipeline<'a, Option<T>> {
+    /// Filter: items for which the last stage returned `None` end there;
+    /// the next stage gets the `T` of the others (as `Iterator::flatten`).
+    pub fn flatten(mut self) -> Pipeline<'a, T> {
+        match self.engine.stages.last_mut() {
+            Some(stage) => stage.flatten_to::<T>(),
+            // Filtering right after the source: an identity stage that
+            // flattens (the source's `None` already means "exhausted").
+            None => {
+                return self.parallel(|item: Option<T>| item).flatten();
+            }
+        }
+        Pipeline {
+            engine: self.engine,
+            _output: PhantomData,
+        }
+    }
+}
+
+fn max_layout(a: Layout, b: Layout) -> Layout {
+    Layout::from_size_align(a.size().max(b.size()), a.align().max(b.align()))
+        .expect("an item layout")
+}
+
+impl<T> fmt::Debug for Pipeline<'_, T> {
+    /// The stages, in order: mode, name, pinned worker.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct StageView<'s>(&'static str, &'s str, Option<usize>, bool);
+        impl fmt::Debug for StageView<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let mut s = f.debug_struct(self.0);
+                s.field("name", &self.1);
+                if let Some(pin) = self.2 {
+                    s.field("pinned_to", &pin);
+                }
+                if self.3 {
+                    s.field("flatten", &true);
+                }
+                s.finish()
+            }
+        }
+        let engine = &self.engine;
+        f.write_str("Pipeline ")?;
+        let mut list = f.debug_list();
+        list.entry(&StageView(
+            "source",
+            &engine.source.name,
+            engine.source.pin,
+            false,
+        ));
+        for stage in &engine.stages {
+            list.entry(&StageView(
+                stage.mode.name(),
+                &stage.name,
+                stage.pin,
+                stage.flatten.is_some(),
+            ));
+        }
+        list.finish()
+    }
+}
+
+/// `Pool::run_pipeline`.
+pub(crate) fn run_pipeline<T>(
+    registry: &Arc<Registry>,
+    pipeline: &mut Pipeline<'_, T>,
+    tokens: usize,
+) -> Result<(), PipelineError> {
+    if tokens == 0 {
+        return Err(PipelineError::ZeroTokens);
+    }
+    if tokens > u32::MAX as usize / 2 {
+        return Err(PipelineError::TooManyTokens { tokens });
+    }
+    let num_workers = registry.num_slots();
+    let engine = &mut *pipeline.engine;
+    let pins = std::iter::once((&engine.source.name, engine.source.pin))
+        .chain(engine.stages.iter().map(|s| (&s.name, s.pin)));
+    for (name, pin) in pins {
+        if let Some(worker) = pin
+            && worker >= num_workers
+        {
+            return Err(PipelineError::AffinityOutOfRange {
+                stage: name.to_string(),
+                worker,
+                num_workers,
+            });
+        }
+    }
+    match WorkerThread::current() {
+        Some(worker) if Arc::ptr_eq(worker.registry(), registry) => {
+            run_on_worker(worker, engine, tokens)
+        }
+        // A worker of another pool waits by working on its own.
+        Some(_) => registry.in_worker(|worker| run_on_worker(worker, engine, tokens)),
+        None if registry.num_threads() == 0 => {
+            registry.with_guest(|worker| run_on_worker(worker, engine, tokens))
+        }
+        None => {
+            let latch = CountLatch::for_thread();
+            latch.add(tokens - 1);
+            let job = engine.prepare(tokens, &latch, region::outside_current());
+            // From outside the pool: through the shared queue (rule 5).
+            engine.used_shared_queue.note();
+            registry.inject(job, None);
+            latch.wait_blocking();
+        }
+    }
+    let (panic, cancelled) = engine.finish_run();
+    if let Some(payload) = panic {
+        unwind::resume_unwinding(payload);
+    }
+    if cancelled {
+        return Err(PipelineError::Cancelled);
+    }
+    Ok(())
+}
+
+/// A run from a worker of the pool: its first token's job goes to our own
+/// deque, and we work until every token retired.
+fn run_on_worker(worker: &WorkerThread, engine: &mut Engine<'_>, tokens: usize) {
+    let latch = CountLatch::for_worker(worker.registry().wake_owner(worker.index()));
+    latch.add(tokens - 1);
+    let job = engine.prepare(tokens, &latch, worker.region());
+    worker.push(job);
+    worker.wait_until(
+        latch.as_core().expect("a worker's latch"),
+        Some(&engine.used_shared_queue),
+    );
+}
