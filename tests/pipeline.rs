@@ -539,7 +539,7 @@ fn a_pipeline_runs_1000_times_body() {
         i += 1;
         Some(i)
     })
-    .parallel(|x| u64::from(x))
+    .parallel(u64::from)
     .serial_in_order(|x| {
         total += x;
         if x == 50 {
@@ -609,7 +609,7 @@ fn debug_shows_the_stages_body() {
         .name("read")
         .parallel(|b| b)
         .name("decode")
-        .serial_in_order(|b| Some(b))
+        .serial_in_order(Some)
         .flatten()
         .serial_out_of_order(|_| ())
         .pin(0);
