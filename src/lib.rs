@@ -259,6 +259,47 @@ pub mod loom_api {
         }
     }
 
+    /// A pipeline's in-order gate (`pipeline/gate.rs`).
+    pub struct LoomInOrderGate(crate::pipeline::InOrderGate);
+    /// A pipeline's any-order gate.
+    pub struct LoomAnyOrderGate(crate::pipeline::AnyOrderGate);
+
+    /// What `arrive` gave: `Ok(None)` entered, `Err(())` parked,
+    /// `Ok(Some(slot))` switched to another parked slot.
+    pub type LoomArrival = Result<Option<u32>, ()>;
+
+    fn arrival(a: crate::pipeline::Arrival) -> LoomArrival {
+        match a {
+            crate::pipeline::Arrival::Enter => Ok(None),
+            crate::pipeline::Arrival::Parked => Err(()),
+            crate::pipeline::Arrival::Switch(slot) => Ok(Some(slot)),
+        }
+    }
+
+    impl LoomInOrderGate {
+        pub fn new(tokens: usize) -> Self {
+            LoomInOrderGate(crate::pipeline::InOrderGate::new(tokens))
+        }
+        pub fn arrive(&self, sequence: u64, slot: u32) -> LoomArrival {
+            arrival(self.0.arrive(sequence, slot))
+        }
+        pub fn finish(&self, sequence: u64) -> Option<u32> {
+            self.0.finish(sequence)
+        }
+    }
+
+    impl LoomAnyOrderGate {
+        pub fn new(tokens: usize) -> Self {
+            LoomAnyOrderGate(crate::pipeline::AnyOrderGate::new(tokens))
+        }
+        pub fn arrive(&self, slot: u32) -> LoomArrival {
+            arrival(self.0.arrive(slot))
+        }
+        pub fn finish(&self) -> Option<u32> {
+            self.0.finish()
+        }
+    }
+
     /// One entry of a mailbox proxy (`proxy.rs`), around a dummy task.
     pub struct LoomProxyEntry(crate::job::JobRef);
 

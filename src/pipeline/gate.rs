@@ -14,18 +14,27 @@
 //!   "items" are tokens waiting to fetch): one at a time, in any order; the
 //!   parked items wait in a bounded queue.
 //!
-//! Both have the same race window, a Dekker pair: an arriving item stores
-//! itself, then looks at the gate; a finishing holder frees the gate, then
-//! looks for a parked item. All four accesses are SeqCst, so at least one
-//! side sees the other, and one compare-exchange decides who takes the
-//! item: it is never stranded (parked with the gate free and nobody coming)
-//! and never taken twice. `tests/loom_gate.rs` checks both gates with loom;
-//! `tests/pipeline.rs` detects two items inside one serial stage.
+//! Both have the same race window: an item arrives just as the holder
+//! leaves. Each gate keeps everything that decides it in one atomic word,
+//! changed only by read-modify-writes (AcqRel): the turn word of an
+//! in-order gate (an arriving item that parks still writes it, unchanged,
+//! to publish its place), the busy bit and count of parked items of an
+//! any-order gate. Read-modify-writes of one word are totally ordered, so
+//! either the arriver's comes first and the leaver sees the parked item,
+//! or the leaver's comes first and the arriver sees the gate free; one
+//! compare-exchange decides who takes the item: it is never stranded
+//! (parked with the gate free and nobody coming) and never taken twice.
+//! (SeqCst loads and stores across two words would do on hardware, but
+//! loom models SeqCst accesses as AcqRel and cannot check that argument.)
+//! `tests/loom_gate.rs` checks both gates with loom; `tests/pipeline.rs`
+//! detects two items inside one serial stage.
 //!
 //! Invariants: at most one holder per gate; a parked item is taken exactly
-//! once; `InOrderGate` lets item `s` in only after `s - 1` finished.
+//! once; `InOrderGate` lets item `s` in only after `s - 1` finished; an
+//! any-order gate's count never exceeds its queue's length, and the gate
+//! is never free with a parked item announced, except before a run starts.
 
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// A slot index (a token) plus one, so that 0 means "empty".
 const EMPTY: u32 = 0;
@@ -75,36 +84,51 @@ impl InOrderGate {
 
     /// Item `sequence` (in slot `slot`) arrives.
     pub(crate) fn arrive(&self, sequence: u64, slot: u32) -> Arrival {
-        let place = self.place(sequence);
-        place.store(slot + 1, Ordering::SeqCst);
         let free = sequence << 1;
-        if self.turn.load(Ordering::SeqCst) == free
-            && self
-                .turn
-                .compare_exchange(free, free | RUNNING, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-        {
-            // Only a later item of this place could write here, and it
-            // cannot be in flight before this one has left the pipeline.
-            place.store(EMPTY, Ordering::Relaxed);
-            return Arrival::Enter;
+        let mut turn = self.turn.load(Ordering::Relaxed);
+        if turn != free {
+            // Published by the read-modify-write below.
+            self.place(sequence).store(slot + 1, Ordering::Relaxed);
         }
-        Arrival::Parked
+        loop {
+            // Our turn: take the gate. Else write the word back unchanged:
+            // a leaver that comes later in the word's order sees our place.
+            let ours = turn == free;
+            let new = if ours { free | RUNNING } else { turn };
+            match self
+                .turn
+                .compare_exchange(turn, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) if ours => {
+                    // Only a later item of this place could write here, and
+                    // it cannot be in flight before this one left.
+                    self.place(sequence).store(EMPTY, Ordering::Relaxed);
+                    return Arrival::Enter;
+                }
+                Ok(_) => return Arrival::Parked,
+                // The turn moved: to us (the leaver had not seen our place
+                // yet), or past us (it had, and took our item for us; we
+                // then write the word back unchanged and are parked). If we
+                // saw it free at first, nobody could move it but us.
+                Err(now) => {
+                    turn = now;
+                }
+            }
+        }
     }
 
     /// Item `sequence` leaves (its holder calls this). Returns the slot of
     /// item `sequence + 1` if it was parked: the caller now holds the gate
     /// for it.
     pub(crate) fn finish(&self, sequence: u64) -> Option<u32> {
-        let next = sequence + 1;
-        let free = next << 1;
-        self.turn.store(free, Ordering::SeqCst);
-        let place = self.place(next);
-        let parked = place.load(Ordering::SeqCst);
+        let free = (sequence + 1) << 1;
+        self.turn.swap(free, Ordering::AcqRel);
+        let place = self.place(sequence + 1);
+        let parked = place.load(Ordering::Relaxed);
         if parked != EMPTY
             && self
                 .turn
-                .compare_exchange(free, free | RUNNING, Ordering::SeqCst, Ordering::SeqCst)
+                .compare_exchange(free, free | RUNNING, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         {
             place.store(EMPTY, Ordering::Relaxed);
@@ -114,59 +138,70 @@ impl InOrderGate {
     }
 }
 
+/// The state word of an any-order gate: `(announced parked items << 1) |
+/// busy`.
+const BUSY: u64 = 1;
+const ONE_PARKED: u64 = 2;
+
 /// A serial stage that lets items through one at a time, in any order
 /// (`serial_out_of_order`; the source, whose items are tokens that want to
 /// fetch).
 pub(crate) struct AnyOrderGate {
-    busy: AtomicBool,
+    state: AtomicU64,
     parked: ParkedQueue,
 }
 
 impl AnyOrderGate {
     pub(crate) fn new(tokens: usize) -> Self {
         AnyOrderGate {
-            busy: AtomicBool::new(false),
+            state: AtomicU64::new(0),
             parked: ParkedQueue::new(tokens),
         }
     }
 
     /// For a new run. Only while no item is in flight.
     pub(crate) fn reset(&self) {
-        self.busy.store(false, Ordering::Relaxed);
+        self.state.store(0, Ordering::Relaxed);
         while self.parked.pop().is_some() {}
-    }
-
-    fn try_take(&self) -> bool {
-        !self.busy.load(Ordering::SeqCst)
-            && self
-                .busy
-                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
     }
 
     /// An item (in slot `slot`) arrives.
     pub(crate) fn arrive(&self, slot: u32) -> Arrival {
-        if self.try_take() {
-            return Arrival::Enter;
-        }
-        self.parked.push(slot);
-        // The holder may have left before our push was visible to it: then
-        // the gate is free and a parked item must go in. We take the gate
-        // for whichever item is first (ours or another's).
-        loop {
-            if !self.try_take() {
-                return Arrival::Parked;
+        let mut state = self.state.load(Ordering::Relaxed);
+        if state == 0 {
+            match self
+                .state
+                .compare_exchange(0, BUSY, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return Arrival::Enter,
+                Err(now) => state = now,
             }
-            match self.parked.pop() {
-                Some(first) if first == slot => return Arrival::Enter,
-                Some(first) => return Arrival::Switch(first),
-                None => {
-                    // A holder took every parked item, ours included.
-                    self.busy.store(false, Ordering::SeqCst);
-                    if self.parked.is_empty() {
-                        return Arrival::Parked;
-                    }
+        }
+        // Queued first, announced (or taken) by the read-modify-write.
+        self.parked.push(slot);
+        loop {
+            let busy = state & BUSY != 0;
+            let new = if busy {
+                state + ONE_PARKED
+            } else {
+                state | BUSY
+            };
+            match self
+                .state
+                .compare_exchange(state, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) if busy => return Arrival::Parked,
+                Ok(_) => {
+                    // The gate is ours (it was left, or not yet taken this
+                    // run): run whichever item is first in the queue.
+                    let first = self.parked.pop().expect("our own item is queued");
+                    return if first == slot {
+                        Arrival::Enter
+                    } else {
+                        Arrival::Switch(first)
+                    };
                 }
+                Err(now) => state = now,
             }
         }
     }
@@ -174,33 +209,53 @@ impl AnyOrderGate {
     /// The holder leaves. Returns a parked slot if there is one: the
     /// caller now holds the gate for it.
     pub(crate) fn finish(&self) -> Option<u32> {
+        let mut state = self.state.load(Ordering::Relaxed);
         loop {
-            self.busy.store(false, Ordering::SeqCst);
-            if self.parked.is_empty() || !self.try_take() {
-                return None;
-            }
-            match self.parked.pop() {
-                Some(slot) => return Some(slot),
-                // An arriver took its own item back in between.
-                None => continue,
+            let new = if state >= ONE_PARKED {
+                state - ONE_PARKED
+            } else {
+                0
+            };
+            match self
+                .state
+                .compare_exchange(state, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) if new == 0 => return None,
+                Ok(_) => return Some(self.parked.pop().expect("an announced item is queued")),
+                Err(now) => state = now,
             }
         }
     }
 
     /// For the holder, which keeps going (the source fetching for several
-    /// tokens): the next parked slot, if any, while still holding the gate.
+    /// tokens): an announced parked slot, if any, while still holding.
     pub(crate) fn pop_parked(&self) -> Option<u32> {
-        self.parked.pop()
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            if state < ONE_PARKED {
+                return None;
+            }
+            match self.state.compare_exchange(
+                state,
+                state - ONE_PARKED,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(self.parked.pop().expect("an announced item is queued")),
+                Err(now) => state = now,
+            }
+        }
     }
 
-    /// Park `slot` at a free gate before a run starts (the run's first
-    /// arrival takes it). Only while nothing else touches the gate.
+    /// Park `slot` at a free gate before a run starts: the run's first
+    /// arrival takes the gate and finds it. Only while nothing else touches
+    /// the gate.
     pub(crate) fn arrive_parked(&self, slot: u32) -> Arrival {
         self.parked.push(slot);
+        self.state.fetch_add(ONE_PARKED, Ordering::Relaxed);
         Arrival::Parked
     }
 }
-
 /// The parked items of an `AnyOrderGate`: at most one per token, so a
 /// bounded queue never overflows. Under loom, a loom-visible stand-in.
 pub(crate) struct ParkedQueue {

@@ -19,6 +19,8 @@ use crate::registry::Registry;
 use crate::unwind;
 use crate::worker::WorkerThread;
 use engine::Engine;
+#[cfg(loom)]
+pub(crate) use gate::{AnyOrderGate, Arrival, InOrderGate};
 use stage::{Mode, SourceStage, Stage, layout_of};
 use std::alloc::Layout;
 use std::fmt;
