@@ -1,7 +1,7 @@
 //! A soak test that would catch the next hang or lost task: random
 //! mixtures of every entry point (spawn, enqueue, spawn_fifo, join, scope,
-//! scope_fifo, TaskRef DAGs, Graph runs, install across two pools, isolate)
-//! with panics in each, on pools of 1 to 4 workers.
+//! scope_fifo, TaskRef DAGs, Graph runs, pipelines, install across two
+//! pools, isolate) with panics in each, on pools of 1 to 4 workers.
 //!
 //! Each round checks that every task ran exactly once (at most once, and
 //! the rest exactly once after a clean rerun, where oneTBB's cancel
@@ -71,7 +71,7 @@ impl Ledger {
 const PANIC: &str = "soak: intentional";
 
 /// What the soak ran, over all rounds: operations by kind, tasks, panics.
-static OPS_BY_KIND: [AtomicUsize; 7] = [const { AtomicUsize::new(0) }; 7];
+static OPS_BY_KIND: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
 static TASKS: AtomicUsize = AtomicUsize::new(0);
 static PANICS: AtomicUsize = AtomicUsize::new(0);
 
@@ -141,6 +141,7 @@ fn run_op(op: usize, rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>) -> Outc
         3 => op_scope(rng, pools, ledger, panics, true),
         4 => op_task_dag(rng, pools, ledger, panics),
         5 => op_graph(rng, pools, ledger, panics),
+        6 => op_pipeline(rng, pools, ledger, panics),
         _ => op_cross_pool(rng, pools, ledger, panics),
     }
 }
@@ -422,6 +423,113 @@ fn op_graph(rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>, panics: bool) ->
     Outcome::exact(ids)
 }
 
+/// A pipeline of random stages (serial in order, out of order, parallel,
+/// some filtering) with random tokens; a panic in one stage stops the
+/// source and drops the items in flight (oneTBB's contract), and is
+/// resumed. Without a panic every item reaches the end exactly once, in
+/// order if the last stage is in order; with one, every item made is
+/// dropped exactly once.
+fn op_pipeline(rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>, panics: bool) -> Outcome {
+    use sixfold::Pipeline;
+    let n = rng.below(200) as u64;
+    let panics = panics && n > 0;
+    let tokens = 1 + rng.below(8);
+    let kinds: Vec<usize> = (0..1 + rng.below(4)).map(|_| rng.below(3)).collect();
+    let panic_stage = panics.then(|| rng.below(kinds.len()));
+    let panic_item = rng.below(n.max(1) as usize) as u64;
+    let filter_odd = rng.chance(30);
+    let ids: Vec<usize> = (0..n).map(|_| ledger.id()).collect();
+    let made = AtomicUsize::new(0);
+    let dropped = AtomicUsize::new(0);
+    struct Item<'d>(u64, &'d AtomicUsize);
+    impl Drop for Item<'_> {
+        fn drop(&mut self) {
+            self.1.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let delivered = std::sync::Mutex::new(Vec::new());
+    let mut next = 0u64;
+    let mut p: Pipeline<'_, Item<'_>> = Pipeline::new(|| {
+        (next < n).then(|| {
+            next += 1;
+            made.fetch_add(1, Ordering::SeqCst);
+            Item(next - 1, &dropped)
+        })
+    });
+    for (k, &kind) in kinds.iter().enumerate() {
+        let check = move |item: &Item<'_>| {
+            if panic_stage == Some(k) && item.0 == panic_item {
+                panic!("{PANIC} pipeline stage {k}");
+            }
+        };
+        p = match kind {
+            0 => p.serial_in_order(move |item| {
+                check(&item);
+                item
+            }),
+            1 => p.serial_out_of_order(move |item| {
+                check(&item);
+                item
+            }),
+            _ => p.parallel(move |item| {
+                check(&item);
+                item
+            }),
+        };
+    }
+    let last_in_order = *kinds.last().unwrap() == 0;
+    let mut p = p
+        .parallel(move |item: Item<'_>| (!filter_odd || item.0 % 2 == 0).then_some(item))
+        .flatten()
+        .serial_in_order(|item| delivered.lock().unwrap().push(item.0));
+    let from_inside = rng.chance(50);
+    expect_resumed("run_pipeline", panics, || {
+        let result = if from_inside {
+            let a = pools.a.clone();
+            a.install(|| a.run_pipeline(&mut p, tokens))
+        } else {
+            pools.a.run_pipeline(&mut p, tokens)
+        };
+        result.unwrap();
+    });
+    drop(p);
+    let made = made.load(Ordering::SeqCst);
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        made,
+        "pipeline: every item dropped once"
+    );
+    let delivered = delivered.into_inner().unwrap();
+    if !panics {
+        let expect: Vec<u64> = (0..n).filter(|i| !filter_odd || i % 2 == 0).collect();
+        assert_eq!(
+            delivered, expect,
+            "pipeline: delivered in order (last stage in order: {last_in_order})"
+        );
+        for &id in &ids {
+            ledger.ran(id);
+        }
+        Outcome::exact(ids)
+    } else {
+        // Delivered in order, without gaps, up to where it stopped.
+        let expect: Vec<u64> = (0..n)
+            .filter(|i| !filter_odd || i % 2 == 0)
+            .take(delivered.len())
+            .collect();
+        assert_eq!(delivered, expect, "pipeline: in order before the panic");
+        for (k, &id) in ids.iter().enumerate() {
+            if (k as u64) < made as u64 {
+                ledger.ran(id);
+            }
+        }
+        Outcome {
+            exactly_once: Vec::new(),
+            at_most_once: ids,
+            handled_panics: 0,
+        }
+    }
+}
+
 /// install across the two pools, A -> B -> A (-> B), maybe isolated, maybe
 /// panicking at the bottom (resumed all the way up).
 fn op_cross_pool(rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>, panics: bool) -> Outcome {
@@ -453,7 +561,7 @@ fn round(seed: u64) {
     let ledger = Arc::new(Ledger::new(4096));
     let mut outcomes = Vec::new();
     for _ in 0..(4 + rng.below(12)) {
-        let op = rng.below(7);
+        let op = rng.below(8);
         outcomes.push(run_op(op, &mut rng, &pools, &ledger));
     }
     pools.a.wait_idle();
@@ -508,7 +616,7 @@ fn random_mixtures_of_every_entry_point_lose_nothing_and_never_hang() {
         .collect();
     eprintln!(
         "soak: {rounds} rounds in {:.1} s: {} tasks checked, {} operations with a panic; \
-         operations static/join/scope/scope_fifo/run/graph/cross-pool = {ops:?}",
+         operations static/join/scope/scope_fifo/run/graph/pipeline/cross-pool = {ops:?}",
         start.elapsed().as_secs_f64(),
         TASKS.load(Ordering::Relaxed),
         PANICS.load(Ordering::Relaxed),

@@ -616,12 +616,20 @@ impl<'a> Engine<'a> {
                 Arrival::Switch(other) => self.slot(other),
             }
         };
-        if worker.tracing() {
-            // SAFETY: we hold the source gate.
-            return unsafe { self.fetch_and_pass_on(first, worker) };
-        }
         // SAFETY: we hold the source gate.
-        unsafe { self.fetch_batch(first, worker) }
+        let step = unsafe {
+            if worker.tracing() {
+                self.fetch_and_pass_on(first, worker)
+            } else {
+                self.fetch_batch(first, worker)
+            }
+        };
+        match step {
+            // We fetched for another token than ours (`Switch`): its item
+            // is the one to carry on; ours stays parked at the source.
+            Step::Same if !ptr::eq(first, slot) => Step::Other(first),
+            step => step,
+        }
     }
 
     /// With tracing on, each fetch is a step of its own, so that each gets
