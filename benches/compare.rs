@@ -26,6 +26,8 @@
 mod cps_fib;
 #[path = "support/graph_shapes.rs"]
 mod graph_shapes;
+#[path = "support/pipelines.rs"]
+mod pipelines;
 #[path = "support/placement.rs"]
 mod placement;
 
@@ -564,7 +566,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 18] = [
+    let benches: [(&str, Bench); 21] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_join/30", bench_fib_join),
         ("fib_join_cutoff/40", bench_fib_join_cutoff),
@@ -588,7 +590,10 @@ fn main() {
             "graph_wavefront_replay/1024",
             placement::bench_graph_wavefront_replay,
         ),
-        ("pipeline/3x10000", placement::bench_pipeline),
+        ("pipeline_empty/1000000", pipelines::bench_pipeline_empty),
+        ("pipeline_work/100000", pipelines::bench_pipeline_work),
+        ("pipeline_pinned/3x20000", pipelines::bench_pipeline_pinned),
+        ("pipeline_idle_cpu", pipelines::bench_pipeline_idle),
         ("trace_cost", placement::bench_trace_cost),
         ("idle_cpu", bench_idle_cpu),
         ("wake_latency", bench_wake_latency),

@@ -1,57 +1,14 @@
-//! Placement benchmarks, sixfold against itself: the affinity-pinned
-//! pipeline with affinity on and off, and the wavefront graph with affinity
-//! replay on and off. Each prints `name on_ms off_ms ratio(on/off)` and a
-//! comment line with the affinity hit rate.
-
-#[path = "../../examples/support/pipeline.rs"]
-mod pipeline;
+//! Placement benchmarks, sixfold against itself: the wavefront graph with
+//! affinity replay on and off (`name on_ms off_ms ratio(on/off)` and a
+//! comment line with the affinity hit rate), and the cost of tracing.
+//! (The pinned pipeline is in `pipelines.rs`.)
 
 use super::{median, ms};
-use sixfold::{Graph, Pinning, Pool, current_worker};
-use std::sync::Arc;
+use sixfold::{Graph, Pool, current_worker};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const RUNS: usize = 5;
-
-/// `pipeline/3x10000`: three stages on three pinned workers, 10,000 items.
-pub(super) fn bench_pipeline(_: &Pool, _: &rayon::ThreadPool) {
-    let pool = Arc::new(
-        Pool::builder()
-            .num_threads(3)
-            .pinning(Pinning::Cores)
-            .build()
-            .expect("pool"),
-    );
-    const ITEMS: usize = 10_000;
-    pipeline::run_pipeline(&pool, 3, ITEMS / 10, true);
-    let (mut on, mut off) = (Vec::new(), Vec::new());
-    let (mut hits, mut tasks) = (0, 0);
-    for _ in 0..RUNS {
-        let r = pipeline::run_pipeline(&pool, 3, ITEMS, true);
-        let s = pipeline::run_pipeline(&pool, 3, ITEMS, false);
-        assert_eq!(
-            (r.items, r.checksum),
-            (s.items, s.checksum),
-            "same items out"
-        );
-        hits += r.on_stage_worker;
-        tasks += r.stage_tasks;
-        on.push(r.elapsed);
-        off.push(s.elapsed);
-    }
-    let (a, b) = (median(on), median(off));
-    println!(
-        "pipeline/3x10000 {:.3} {:.3} {:.3}",
-        ms(a),
-        ms(b),
-        a.as_secs_f64() / b.as_secs_f64()
-    );
-    println!(
-        "#   pipeline/3x10000: affinity on / off; {:.1}% of stage tasks on their stage's worker with affinity",
-        100.0 * hits as f64 / tasks as f64
-    );
-}
 
 /// `graph_wavefront_replay/1024`: the 1024 x 1024 wavefront (each cell
 /// after its left and upper neighbour, each touching its own 64-byte

@@ -211,11 +211,9 @@ impl AnyOrderGate {
     pub(crate) fn finish(&self) -> Option<u32> {
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
-            let new = if state >= ONE_PARKED {
-                state - ONE_PARKED
-            } else {
-                0
-            };
+            // One parked item taken (the gate stays busy for it), or none
+            // left: the gate is free.
+            let new = state.saturating_sub(ONE_PARKED);
             match self
                 .state
                 .compare_exchange(state, new, Ordering::AcqRel, Ordering::Relaxed)
@@ -287,11 +285,6 @@ impl ParkedQueue {
         self.queue.pop()
     }
 
-    #[cfg(not(loom))]
-    fn is_empty(&self) -> bool {
-        self.queue.is_empty()
-    }
-
     #[cfg(loom)]
     fn push(&self, slot: u32) {
         self.queue.lock().push_back(slot);
@@ -302,8 +295,4 @@ impl ParkedQueue {
         self.queue.lock().pop_front()
     }
 
-    #[cfg(loom)]
-    fn is_empty(&self) -> bool {
-        self.queue.lock().is_empty()
-    }
 }

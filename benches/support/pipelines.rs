@@ -1,0 +1,253 @@
+//! Pipeline benchmarks.
+//!
+//! * `pipeline_empty/1000000`: source -> parallel stage with no work ->
+//!   serial in-order sink, 4 tokens per worker: the cost of the machinery,
+//!   printed in ns per item; the rayon column is the idiom rayon users
+//!   write today (a parallel map collected into a `Vec`, then folded in
+//!   order).
+//! * `pipeline_work/100000`: the same with ~0.6 us of work per item in the
+//!   parallel stage, against the same rayon idiom (which needs all items in
+//!   memory at once; the pipeline streams with 8 in flight).
+//! * `pipeline_pinned/3x20000`: three serial stages, each updating its own
+//!   256 KiB table for every item, with the stages pinned to workers
+//!   against not pinned (sixfold against itself).
+//! * `pipeline_idle_cpu`: a run waiting on a slow source (1 ms per item):
+//!   the CPU the pool uses beyond the work, as a fraction of one core.
+
+use super::{Side, compare, median, ms, side, threads};
+use rayon::prelude::*;
+use sixfold::{Pinning, Pipeline, Pool, current_worker};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// The rayon idiom: map in parallel into a `Vec`, fold it in order.
+fn rayon_map_fold(theirs: &rayon::ThreadPool, n: u64, work: fn(u64) -> u64) -> u64 {
+    theirs.install(|| {
+        let mapped: Vec<u64> = (0..n).into_par_iter().map(work).collect();
+        mapped
+            .iter()
+            .fold(0u64, |acc, &x| acc.wrapping_mul(31).wrapping_add(x))
+    })
+}
+
+/// The same as a sixfold pipeline: count, map in parallel, fold in order.
+fn pipeline_map_fold(ours: &Pool, n: u64, work: fn(u64) -> u64, tokens: usize) -> u64 {
+    let mut next = 0u64;
+    let mut acc = 0u64;
+    let mut p = Pipeline::new(|| {
+        (next < n).then(|| {
+            next += 1;
+            next - 1
+        })
+    })
+    .parallel(work)
+    .serial_in_order(|x| acc = acc.wrapping_mul(31).wrapping_add(x));
+    ours.run_pipeline(&mut p, tokens).expect("pipeline");
+    drop(p);
+    acc
+}
+
+fn no_work(x: u64) -> u64 {
+    black_box(x)
+}
+
+/// About 0.6 us: 400 rounds of xorshift.
+fn some_work(x: u64) -> u64 {
+    let mut v = x | 1;
+    for _ in 0..400 {
+        v ^= v << 13;
+        v ^= v >> 7;
+        v ^= v << 17;
+    }
+    black_box(v)
+}
+
+fn map_fold_pair<'a>(
+    ours: &'a Pool,
+    theirs: &'a rayon::ThreadPool,
+    n: u64,
+    work: fn(u64) -> u64,
+) -> (Side<'a>, Side<'a>) {
+    let tokens = 4 * threads();
+    let expect = (0..n)
+        .map(work)
+        .fold(0u64, |acc, x| acc.wrapping_mul(31).wrapping_add(x));
+    (
+        side(move || move || assert_eq!(pipeline_map_fold(ours, n, work, tokens), expect)),
+        side(move || move || assert_eq!(rayon_map_fold(theirs, n, work), expect)),
+    )
+}
+
+/// `pipeline_empty/1000000`.
+pub(super) fn bench_pipeline_empty(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 1_000_000;
+    let (a, b) = map_fold_pair(ours, theirs, n, no_work);
+    let (mine, rayon) = compare("pipeline_empty/1000000", 7, a, b);
+    println!(
+        "#   pipeline_empty/1000000: ns/item sixfold {:.1} (target <= 40), rayon collect+fold {:.1}; {} tokens",
+        mine.as_secs_f64() * 1e9 / n as f64,
+        rayon.as_secs_f64() * 1e9 / n as f64,
+        4 * threads()
+    );
+}
+
+/// `pipeline_work/100000`.
+pub(super) fn bench_pipeline_work(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 100_000;
+    let (a, b) = map_fold_pair(ours, theirs, n, some_work);
+    let (mine, rayon) = compare("pipeline_work/100000", 7, a, b);
+    let start = Instant::now();
+    let sequential = (0..n)
+        .map(some_work)
+        .fold(0u64, |acc, x| acc.wrapping_mul(31).wrapping_add(x));
+    let seq = start.elapsed();
+    black_box(sequential);
+    println!(
+        "#   pipeline_work/100000: ns/item sixfold {:.1}, rayon {:.1}, sequential {:.1}; speed-up over sequential: sixfold {:.2}x, rayon {:.2}x",
+        mine.as_secs_f64() * 1e9 / n as f64,
+        rayon.as_secs_f64() * 1e9 / n as f64,
+        seq.as_secs_f64() * 1e9 / n as f64,
+        seq.as_secs_f64() / mine.as_secs_f64(),
+        seq.as_secs_f64() / rayon.as_secs_f64(),
+    );
+}
+
+/// Entries of a stage's table: 256 KiB of u64.
+const TABLE: usize = 32 * 1024;
+
+/// One stage's update of its table for item `x`: every cache line of the
+/// table read and written once (a compressor's model, a symbol table).
+fn update(table: &mut [u64], x: u64) -> u64 {
+    let mut h = x;
+    for line in (0..TABLE).step_by(8) {
+        let slot = line + (h as usize & 7);
+        table[slot] = table[slot].wrapping_add(h);
+        h = h.rotate_left(5) ^ table[slot];
+    }
+    h
+}
+
+/// Run the three-stage pipeline once; `pins` puts stage k on `pins[k]`.
+/// Returns (elapsed, checksum, share of the first stage's runs on its
+/// worker).
+fn three_stages(
+    pool: &Pool,
+    tables: &mut [Vec<u64>; 3],
+    items: u64,
+    pins: Option<[usize; 3]>,
+) -> (Duration, u64, f64) {
+    let [t0, t1, t2] = tables;
+    let mut next = 0u64;
+    let mut checksum = 0u64;
+    let mut on_pin = 0u64;
+    let first_worker = pins.map_or(0, |p| p[0]);
+    fn pin<'a>(p: Pipeline<'a, u64>, pins: Option<[usize; 3]>, stage: usize) -> Pipeline<'a, u64> {
+        match pins {
+            Some(pins) => p.pin(pins[stage]),
+            None => p,
+        }
+    }
+    let mut p = Pipeline::new(|| {
+        (next < items).then(|| {
+            next += 1;
+            next
+        })
+    })
+    .serial_in_order(|x| {
+        if current_worker() == Some(first_worker) {
+            on_pin += 1;
+        }
+        x ^ update(t0, x)
+    });
+    p = pin(p, pins, 0);
+    let p = pin(p.serial_in_order(|x| x ^ update(t1, x)), pins, 1);
+    let mut p = pin(p.serial_in_order(|x| x ^ update(t2, x)), pins, 2)
+        .serial_in_order(|x| checksum = checksum.wrapping_add(x));
+    let start = Instant::now();
+    pool.run_pipeline(&mut p, 4 * pool.num_workers())
+        .expect("pipeline");
+    let elapsed = start.elapsed();
+    drop(p);
+    (elapsed, checksum, on_pin as f64 / items as f64)
+}
+
+/// `pipeline_pinned/3x20000`: pinned against not pinned, same pool.
+pub(super) fn bench_pipeline_pinned(_: &Pool, _: &rayon::ThreadPool) {
+    let pool = Pool::builder()
+        .num_threads(threads())
+        .pinning(Pinning::Cores)
+        .build()
+        .expect("pool");
+    let workers = pool.num_workers();
+    let pins = [0, 1 % workers, 2 % workers];
+    const ITEMS: u64 = 20_000;
+    let fresh = || [vec![1u64; TABLE], vec![2u64; TABLE], vec![3u64; TABLE]];
+    // Warm up.
+    three_stages(&pool, &mut fresh(), ITEMS / 10, Some(pins));
+    three_stages(&pool, &mut fresh(), ITEMS / 10, None);
+    let (mut on, mut off, mut shares) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..7 {
+        let (a, sum_a, share) = three_stages(&pool, &mut fresh(), ITEMS, Some(pins));
+        let (b, sum_b, _) = three_stages(&pool, &mut fresh(), ITEMS, None);
+        assert_eq!(sum_a, sum_b, "the same items come out");
+        on.push(a);
+        off.push(b);
+        shares.push(share);
+    }
+    let (a, b) = (median(on), median(off));
+    shares.sort_by(f64::total_cmp);
+    println!(
+        "pipeline_pinned/3x20000 {:.3} {:.3} {:.3}",
+        ms(a),
+        ms(b),
+        a.as_secs_f64() / b.as_secs_f64()
+    );
+    println!(
+        "#   pipeline_pinned/3x20000: pinned / not pinned (target <= 0.8), stages on workers {pins:?}; median {:.1}% of the first stage's runs on its worker",
+        100.0 * shares[shares.len() / 2]
+    );
+}
+
+/// Process CPU time (user + system) so far.
+fn cpu_time() -> Duration {
+    // SAFETY: a zeroed rusage is a valid out-parameter.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// `pipeline_idle_cpu`: a source that sleeps 1 ms per item, 300 items,
+/// through a parallel stage and an in-order sink: CPU used per wall time.
+pub(super) fn bench_pipeline_idle(ours: &Pool, _: &rayon::ThreadPool) {
+    let mut fractions = Vec::new();
+    let mut walls = Vec::new();
+    for _ in 0..3 {
+        let mut next = 0u32;
+        let mut sum = 0u64;
+        let mut p = Pipeline::new(|| {
+            std::thread::sleep(Duration::from_millis(1));
+            next += 1;
+            (next <= 300).then_some(u64::from(next))
+        })
+        .parallel(|x| x * 2)
+        .serial_in_order(|x| sum += x);
+        let (cpu0, wall0) = (cpu_time(), Instant::now());
+        ours.run_pipeline(&mut p, 4 * threads()).expect("pipeline");
+        let (cpu, wall) = (cpu_time() - cpu0, wall0.elapsed());
+        drop(p);
+        assert_eq!(sum, 300 * 301);
+        fractions.push(cpu.as_secs_f64() / wall.as_secs_f64());
+        walls.push(wall);
+    }
+    fractions.sort_by(f64::total_cmp);
+    println!(
+        "pipeline_idle_cpu {:.4} {:.1}",
+        fractions[1],
+        ms(median(walls))
+    );
+    println!(
+        "#   pipeline_idle_cpu: CPU per wall time (one core = 1.0) while a run waits on a 1 ms-per-item source, and the run's wall ms (300 items)"
+    );
+}
