@@ -1,29 +1,37 @@
-//! A pipeline run on the six rules: tokens, item memory, and the walk of an
-//! item through the stages.
+//! A pipeline run on the six rules: tokens, item memory, and the walk of
+//! items through the stages.
 //!
-//! A run has `tokens` slots. A slot is a token plus room for one item; its
-//! line job (a `JobRef` to the slot) carries the item from stage to stage:
+//! A run has `tokens` slots. A slot is a token plus room for one item. A
+//! *job* (a `JobRef` to its first slot) owns a *chain* of slots, linked
+//! through the slots: items it carries, in source order, then free tokens.
+//! It works on the front slot:
 //!
-//! 1. at the source (stage 0) the slot's job takes the source gate and
-//!    fetches an item, then fetches for every other token parked at the
-//!    source meanwhile, and pushes their jobs onto its own deque (rule 3;
-//!    the oldest item ends on top, thieves take the newest, rule 6);
-//! 2. it carries its own item through the following stages on this worker
-//!    (rule 1, item affinity, as oneTBB does). A parallel stage just runs;
-//!    a serial stage runs if its gate lets the item in, else the item is
-//!    parked in the gate and the job ends (no thread waits);
-//! 3. the worker that finishes a serial stage's item takes the next parked
-//!    one (`hand_over`): if its own item goes on, the next one's job goes
-//!    to its deque; if its own item is done, the next one runs here (rule
-//!    2) and its own token's job goes to the deque instead;
-//! 4. a pinned stage is reached through its worker's mailbox (rule 4): the
-//!    job is routed there with affinity and resumes on that worker;
-//! 5. an item that passed the last stage is dropped and its token goes
-//!    back to the source: at once on this worker, or through the deque.
+//! 1. an item goes on to its next stage on this worker (rule 1, item
+//!    affinity, as oneTBB does). A parallel stage just runs; a serial stage
+//!    runs if its gate lets the item in, else the item is parked in the
+//!    gate and leaves the chain (no thread waits);
+//! 2. the worker that finishes a serial stage's item takes the next parked
+//!    one (rule 2): it joins this chain right behind the current item, or,
+//!    when items carry enough work to share, becomes a job of its own on
+//!    the worker's deque, where idle workers can take it (rules 3 and 6);
+//! 3. a pinned stage is reached through its worker's mailbox (rule 4): the
+//!    item leaves the chain as a job routed there with affinity;
+//! 4. an item that passed the last stage is dropped, and its token goes to
+//!    the back of the chain;
+//! 5. when only tokens are left, the job takes the source gate and fetches
+//!    a batch: for its own tokens and for tokens other jobs parked at the
+//!    source. With light items (measured) the batch is every token: one
+//!    worker runs the pipeline and the gates' cache lines stay on its
+//!    core, since moving an item to another core would cost more than
+//!    running it. With items that carry enough work, the batch is a share
+//!    (`tokens / workers`), and the source gate is passed on to a job of
+//!    the remaining tokens on the deque (rule 3), for another worker to
+//!    fetch the next batch (rule 6). A pipeline started from outside the
+//!    pool enters by the shared queue (rule 5).
 //!
 //! The run's latch counts tokens: each token releases its unit when it
-//! finds the source exhausted (or the run cancelled). That is the last
-//! thing it does, since the caller returns, and may drop the pipeline, as
+//! finds the source exhausted (or the run cancelled), as the last thing
+//! its job does, since the caller returns, and may drop the pipeline, as
 //! soon as the last unit is gone.
 //!
 //! Cancellation and panics: the source stops (it counts as exhausted), and
@@ -32,8 +40,9 @@
 //! running them), so every gate's turn stays whole.
 //!
 //! Invariants: a slot's state is touched only by its current owner, the
-//! job that runs it; ownership passes through the gates (SeqCst) and the
-//! job queues. At most `tokens` items are in flight. Every token ends its
+//! job whose chain holds it; ownership passes through the gates and the
+//! job queues. In a chain, items come before free tokens, and items are in
+//! source order. At most `tokens` items are in flight. Every token ends its
 //! run by releasing its unit exactly once.
 
 use super::gate::{AnyOrderGate, Arrival, InOrderGate};
@@ -51,10 +60,23 @@ use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
 
 /// A slot index meaning "none".
 const NO_SLOT: u32 = u32::MAX;
+
+/// Items whose stages take less than this (nanoseconds, summed over the
+/// stages) are cheaper to run than to move to another core: one worker
+/// runs the pipeline. Above it, batches are shared between workers.
+const SHARE_WORK_NS: u32 = 250;
+
+/// One item in this many has its stage work timed (two clock reads per
+/// stage), to keep the estimate cheap.
+const SAMPLE_EVERY: u64 = 32;
+
+/// No measurement yet: treated as heavy, so a new pipeline shares at once.
+const UNMEASURED: u32 = u32::MAX;
 
 /// The cancel flag a [`CancelToken`](crate::CancelToken) shares with the
 /// pipeline.
@@ -73,18 +95,39 @@ impl crate::graph::CancelTarget for CancelFlag {
 /// One token's state; touched by its current owner only.
 struct SlotState {
     sequence: u64,
-    /// 0: at the source; 1..=n: the user stage to run next; n + 1: done.
+    /// 0: a free token (at the source); 1..=n: the user stage to run next.
     stage: u32,
     /// False for an item filtered out, dropped on cancel, or consumed by a
     /// panicking stage: it passes the in-order gates without running.
     has_item: bool,
-    /// A gate holder handed us the gate of `stage` (rule 2 hand-over).
+    /// A gate holder handed us the gate of `stage` (rule 2 hand-over, or
+    /// the source passed on).
     holds_gate: bool,
     /// Already routed to the worker `stage` is pinned to: if a proxy sent
     /// it elsewhere, it runs there rather than bouncing.
     routed: bool,
-    /// Links the slots fetched in one batch.
-    batch_next: u32,
+    /// The next slot of the chain that owns this one.
+    next: u32,
+    /// Stage work timed for this item so far (sampled items only).
+    work_ns: u64,
+}
+
+impl SlotState {
+    const fn new() -> Self {
+        SlotState {
+            sequence: 0,
+            stage: 0,
+            has_item: false,
+            holds_gate: false,
+            routed: false,
+            next: NO_SLOT,
+            work_ns: 0,
+        }
+    }
+
+    fn sampled(&self) -> bool {
+        self.sequence % SAMPLE_EVERY == 0
+    }
 }
 
 /// A token: where its job points.
@@ -112,7 +155,7 @@ impl Slot {
 }
 
 /// The memory items live in: one cell per token, each big and aligned
-/// enough for every type a stage reads or writes.
+/// enough for every type a stage reads or writes, on its own cache lines.
 struct ItemMemory {
     base: NonNull<u8>,
     stride: usize,
@@ -121,11 +164,13 @@ struct ItemMemory {
 
 impl ItemMemory {
     fn new(item: Layout, tokens: usize) -> ItemMemory {
-        let item = item.pad_to_align();
-        let stride = item.size().max(item.align());
-        let layout = Layout::from_size_align((stride * tokens).max(1), item.align())
+        // A cell per cache line at least: items of different workers must
+        // not share one.
+        let align = item.align().max(64);
+        let stride = item.size().next_multiple_of(align).max(align);
+        let layout = Layout::from_size_align(stride * tokens, align)
             .expect("item memory fits in the address space");
-        // SAFETY: the size is at least 1.
+        // SAFETY: the size is at least one cache line.
         let base = NonNull::new(unsafe { alloc::alloc(layout) })
             .unwrap_or_else(|| alloc::handle_alloc_error(layout));
         ItemMemory {
@@ -179,6 +224,11 @@ pub(crate) struct Engine<'a> {
     /// The run's latch, on its caller's stack.
     latch: AtomicPtr<CountLatch>,
     region: AtomicU64,
+    /// The pool's workers, for the batch size when items are shared.
+    workers: AtomicU32,
+    /// Measured stage work per item (nanoseconds, a moving average over
+    /// the sampled items; kept from run to run).
+    work_per_item: AtomicU32,
     pub(crate) used_shared_queue: SharedQueueFlag,
 }
 
@@ -189,14 +239,24 @@ unsafe impl Sync for Engine<'_> {}
 // SAFETY: as above; every closure and item type is `Send`.
 unsafe impl Send for Engine<'_> {}
 
-/// What one step of a slot's job led to.
+/// The slots a job owns, front to back, linked through the slots.
+struct Chain {
+    head: u32,
+    tail: u32,
+}
+
+/// What one step of the front slot (taken off the chain for the step) led
+/// to.
 enum Step<'e> {
-    /// The slot went on here (rule 1).
+    /// The item went on: it is the front again.
     Same,
-    /// Go on with this other slot, whose gate we hold now (rule 2).
-    Other(&'e Slot),
-    /// This job is done: the slot was parked, routed or retired.
-    Stop,
+    /// It left the chain (parked in a gate, routed to a pinned worker).
+    Gone,
+    /// It passed the last stage: its token goes to the back.
+    Completed,
+    /// It stays parked, and this other item, whose gate we now hold, takes
+    /// its place at the front.
+    Replaced(&'e Slot),
 }
 
 impl<'a> Engine<'a> {
@@ -212,15 +272,23 @@ impl<'a> Engine<'a> {
             panic: Mutex::new(None),
             latch: AtomicPtr::new(ptr::null_mut()),
             region: AtomicU64::new(Region::NONE.to_bits()),
+            workers: AtomicU32::new(1),
+            work_per_item: AtomicU32::new(UNMEASURED),
             used_shared_queue: SharedQueueFlag::new(),
         }
     }
 
-    /// Get ready for a run with `tokens` tokens in isolation region
-    /// `region`, its latch at `latch` (counting every token). Tokens other
-    /// than slot 0 wait at the source; slot 0's job is returned, to be
-    /// submitted by the caller.
-    pub(crate) fn prepare(&mut self, tokens: usize, latch: &CountLatch, region: Region) -> JobRef {
+    /// Get ready for a run with `tokens` tokens on a pool of `workers`, in
+    /// isolation region `region`, its latch at `latch` (counting every
+    /// token). All tokens start in one chain, whose job is returned for the
+    /// caller to submit: it fetches the first batch.
+    pub(crate) fn prepare(
+        &mut self,
+        tokens: usize,
+        workers: usize,
+        latch: &CountLatch,
+        region: Region,
+    ) -> JobRef {
         if self.tokens.as_ref().is_none_or(|t| t.count != tokens) {
             self.tokens = Some(self.make_tokens(tokens));
         }
@@ -234,20 +302,17 @@ impl<'a> Engine<'a> {
                 Gate::AnyOrder(g) => g.reset(),
             }
         }
+        let last = tokens as u32 - 1;
         for slot in toks.slots.iter_mut() {
             slot.engine = engine;
             *slot.state.get_mut() = SlotState {
-                sequence: 0,
-                stage: 0,
-                has_item: false,
-                holds_gate: false,
-                routed: false,
-                batch_next: NO_SLOT,
+                next: if slot.index == last {
+                    NO_SLOT
+                } else {
+                    slot.index + 1
+                },
+                ..SlotState::new()
             };
-        }
-        for index in 1..tokens as u32 {
-            // Parked at the free source gate: the first fetch takes them.
-            assert_eq!(toks.source_gate.arrive_parked(index), Arrival::Parked);
         }
         *self.next_sequence.get_mut() = 0;
         *self.exhausted.get_mut() = false;
@@ -255,6 +320,7 @@ impl<'a> Engine<'a> {
         self.latch
             .store(ptr::from_ref(latch).cast_mut(), Ordering::Relaxed);
         self.region.store(region.to_bits(), Ordering::Relaxed);
+        self.workers.store(workers as u32, Ordering::Relaxed);
         self.used_shared_queue.reset();
         self.job(&self.tokens.as_ref().expect("made").slots[0])
     }
@@ -266,14 +332,7 @@ impl<'a> Engine<'a> {
                 .map(|index| Slot {
                     engine: ptr::null(),
                     index,
-                    state: UnsafeCell::new(SlotState {
-                        sequence: 0,
-                        stage: 0,
-                        has_item: false,
-                        holds_gate: false,
-                        routed: false,
-                        batch_next: NO_SLOT,
-                    }),
+                    state: UnsafeCell::new(SlotState::new()),
                 })
                 .collect(),
             items: ItemMemory::new(self.item_layout, count),
@@ -315,11 +374,11 @@ impl<'a> Engine<'a> {
         Region::from_bits(self.region.load(Ordering::Relaxed))
     }
 
-    /// The job that carries `slot` on.
+    /// The job of the chain that starts at `slot`.
     fn job(&self, slot: &Slot) -> JobRef {
         // SAFETY: slots live as long as the engine, which outlives the run
         // (the run waits for every token); the job runs once per push.
-        unsafe { JobRef::new(NonNull::from(slot).cast(), run_line, self.region()) }
+        unsafe { JobRef::new(NonNull::from(slot).cast(), run_chain, self.region()) }
     }
 
     #[inline]
@@ -335,6 +394,25 @@ impl<'a> Engine<'a> {
         self.cancel.0.store(true, Ordering::Relaxed);
     }
 
+    /// Do items carry enough work to share them between workers?
+    fn share_items(&self) -> bool {
+        self.workers.load(Ordering::Relaxed) > 1
+            && self.work_per_item.load(Ordering::Relaxed) >= SHARE_WORK_NS
+    }
+
+    /// How many items one fetch takes.
+    fn batch_limit(&self, worker: &WorkerThread) -> usize {
+        let tokens = self.toks().count;
+        if worker.tracing() {
+            // One fetch per step, so that each gets its trace record.
+            1
+        } else if self.share_items() {
+            tokens.div_ceil(self.workers.load(Ordering::Relaxed) as usize)
+        } else {
+            tokens
+        }
+    }
+
     /// The worker the slot's next stage is pinned to, if any.
     fn pin_of(&self, stage: u32) -> Option<usize> {
         match stage {
@@ -347,17 +425,16 @@ impl<'a> Engine<'a> {
     fn stage_name(&self, stage: u32) -> Arc<str> {
         match stage as usize {
             0 => self.source.name.clone(),
-            k if k <= self.stages.len() => self.stages[k - 1].name.clone(),
-            _ => self.source.name.clone(),
+            k => self.stages[k - 1].name.clone(),
         }
     }
 
-    /// Hand `slot`'s job on from `worker`: to its next stage's worker if
-    /// that is pinned elsewhere (mailbox, rule 4), else to our own deque
-    /// (rule 3).
+    /// Hand the chain that starts at `slot` to another job, from `worker`:
+    /// to its first stage's worker if that is pinned elsewhere (mailbox,
+    /// rule 4), else onto our own deque (rule 3).
     ///
     /// # Safety
-    /// The caller owns `slot` and gives it up here.
+    /// The caller owns the chain and gives it up here.
     unsafe fn schedule(&self, slot: &Slot, worker: &WorkerThread) {
         // SAFETY: owned per the contract, until the push below.
         let state = unsafe { slot.state() };
@@ -376,166 +453,236 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Carry `slot` on as far as it goes on this worker (see the module
-    /// documentation). With tracing on, one stage per job, so that each
-    /// stage execution gets its own record.
+    /// Run the chain that starts at `head` (see the module documentation).
+    /// With tracing on, one step per job, so that each stage execution
+    /// gets its own record.
     ///
     /// # Safety
-    /// The caller owns `slot` (its job was taken from a queue, once).
-    unsafe fn drive<'e>(&'e self, mut slot: &'e Slot, worker: &WorkerThread) -> Option<Next> {
+    /// The caller owns the chain (its job was taken from a queue, once).
+    unsafe fn drive(&self, head: &Slot, worker: &WorkerThread) -> Option<Next> {
         let tracing = worker.tracing();
+        // SAFETY: we own the chain.
+        let mut chain = unsafe { self.chain_from(head.index) };
+        // Tokens that found the source exhausted: released as our very
+        // last act (the run may end with the last one).
+        let mut retired = NO_SLOT;
         let mut rule = None;
-        loop {
+        while chain.head != NO_SLOT {
             if let Some(rule) = rule {
                 // Steps after the first: the first was counted by the
                 // worker loop that took this job.
                 worker.count_task(rule);
             }
-            // SAFETY: owned (we took its job or it was handed to us).
-            let name = tracing.then(|| self.stage_name(unsafe { slot.state() }.stage));
-            // SAFETY: as above.
-            let step = unsafe { self.step(slot, worker) };
-            let next = match step {
-                Step::Same => Rule::Returned,
-                Step::Other(other) => {
-                    slot = other;
-                    Rule::Successor
+            let front = self.slot(chain.head);
+            // SAFETY: the chain is ours.
+            let state = unsafe { front.state() };
+            let name = tracing.then(|| self.stage_name(state.stage));
+            rule = Some(if state.stage == 0 {
+                // Only tokens left: fetch a batch.
+                // SAFETY: the chain is ours.
+                unsafe { self.refill(&mut chain, &mut retired, worker) };
+                Rule::OwnDeque
+            } else {
+                // Off the chain for the step: it may be given away in it,
+                // and must not be read after that.
+                self.pop_front(&mut chain);
+                // SAFETY: the chain is ours, and so is `front`.
+                match unsafe { self.step(front, &mut chain, worker) } {
+                    Step::Same => {
+                        // SAFETY: still ours.
+                        unsafe { self.push_front(&mut chain, front) };
+                        Rule::Returned
+                    }
+                    Step::Gone => Rule::OwnDeque,
+                    Step::Completed => {
+                        // SAFETY: still ours: a free token now.
+                        unsafe { self.push_back(&mut chain, front) };
+                        Rule::OwnDeque
+                    }
+                    Step::Replaced(other) => {
+                        // SAFETY: the gate made it ours.
+                        unsafe { self.push_front(&mut chain, other) };
+                        Rule::Successor
+                    }
                 }
-                Step::Stop => return None,
-            };
+            });
             if tracing {
                 worker.set_trace_name(name);
-                return Some(Next {
-                    job: self.job(slot),
-                    rule: next,
-                });
+                if chain.head != NO_SLOT {
+                    // SAFETY: the retired tokens' units are not the last:
+                    // the chain's tokens still hold theirs.
+                    unsafe { self.release(retired) };
+                    return Some(Next {
+                        job: self.job(self.slot(chain.head)),
+                        rule: rule.unwrap_or(Rule::Returned),
+                    });
+                }
             }
-            rule = Some(next);
+        }
+        // SAFETY: our last touch of the run.
+        unsafe { self.release(retired) };
+        None
+    }
+
+    /// The chain that starts at `head`, with its tail found.
+    ///
+    /// # Safety
+    /// The caller owns the chain.
+    unsafe fn chain_from(&self, head: u32) -> Chain {
+        let mut tail = head;
+        loop {
+            // SAFETY: owned.
+            let next = unsafe { self.slot(tail).state() }.next;
+            if next == NO_SLOT {
+                return Chain { head, tail };
+            }
+            tail = next;
         }
     }
 
-    /// Advance `slot` by one stage.
+    fn pop_front(&self, chain: &mut Chain) {
+        // SAFETY: the chain is ours; its head was just stepped.
+        let next = unsafe { self.slot(chain.head).state() }.next;
+        chain.head = next;
+        if next == NO_SLOT {
+            chain.tail = NO_SLOT;
+        }
+    }
+
+    /// # Safety
+    /// The caller owns the chain and `slot`, which is in no chain.
+    unsafe fn push_back(&self, chain: &mut Chain, slot: &Slot) {
+        // SAFETY: owned.
+        unsafe { slot.state() }.next = NO_SLOT;
+        if chain.tail == NO_SLOT {
+            chain.head = slot.index;
+        } else {
+            // SAFETY: owned.
+            unsafe { self.slot(chain.tail).state() }.next = slot.index;
+        }
+        chain.tail = slot.index;
+    }
+
+    /// # Safety
+    /// The caller owns the chain and `slot`, which is in no chain.
+    unsafe fn push_front(&self, chain: &mut Chain, slot: &Slot) {
+        // SAFETY: owned.
+        unsafe { slot.state() }.next = chain.head;
+        chain.head = slot.index;
+        if chain.tail == NO_SLOT {
+            chain.tail = slot.index;
+        }
+    }
+
+    /// Advance the item in `slot` (taken off the chain's front) by one stage.
     ///
     /// # Safety
-    /// The caller owns `slot`.
-    unsafe fn step<'e>(&'e self, slot: &'e Slot, worker: &WorkerThread) -> Step<'e> {
+    /// The caller owns the chain and `slot`.
+    unsafe fn step<'e>(&'e self, slot: &'e Slot, chain: &mut Chain, worker: &WorkerThread) -> Step<'e> {
         // SAFETY: owned per the contract.
         let state = unsafe { slot.state() };
-        let last = self.stages.len() as u32;
-        if state.stage == last + 1 {
-            self.complete_item(slot, state);
-        }
-        if state.stage == 0 {
-            // SAFETY: owned.
-            return unsafe { self.fetch_step(slot, worker) };
-        }
         let index = state.stage as usize - 1;
         let stage = &self.stages[index];
         if let Some(pin) = stage.pin
             && pin != worker.index()
             && !state.routed
         {
-            // SAFETY: owned, given up here.
+            // Off to the pinned worker, as a chain of its own.
+            state.next = NO_SLOT;
+            // SAFETY: ours, given up here.
             unsafe { self.schedule(slot, worker) };
-            return Step::Stop;
+            return Step::Gone;
         }
         state.routed = false;
         if state.has_item && self.cancelled() {
             self.drop_input(index, slot);
             state.has_item = false;
         }
+        let last = index + 1 == self.stages.len();
         match &self.toks().gates[index] {
             Gate::Parallel => {
                 if state.has_item {
                     self.run_body(stage, slot, state);
                 }
-                state.stage += 1;
-                Step::Same
             }
             Gate::AnyOrder(gate) => {
                 if !state.has_item && !state.holds_gate {
                     // A dropped item needs no turn here. (One that was
                     // handed the gate before it was dropped must pass the
                     // gate on below.)
-                    state.stage += 1;
-                    return Step::Same;
-                }
-                if !state.holds_gate {
-                    match gate.arrive(slot.index) {
-                        Arrival::Enter => {}
-                        Arrival::Parked => return Step::Stop,
-                        Arrival::Switch(other) => {
-                            let other = self.slot(other);
-                            // SAFETY: the gate hand-over made it ours.
-                            unsafe { other.state() }.holds_gate = true;
-                            return Step::Other(other);
+                } else {
+                    if !state.holds_gate {
+                        match gate.arrive(slot.index) {
+                            Arrival::Enter => {}
+                            Arrival::Parked => return Step::Gone,
+                            Arrival::Switch(other) => {
+                                // We hold the gate for another parked item:
+                                // it takes our place in the chain.
+                                let other = self.slot(other);
+                                // SAFETY: the gate made it ours.
+                                unsafe { other.state() }.holds_gate = true;
+                                return Step::Replaced(other);
+                            }
                         }
                     }
-                }
-                state.holds_gate = false;
-                if state.has_item {
-                    self.run_body(stage, slot, state);
-                }
-                state.stage += 1;
-                match gate.finish() {
-                    // SAFETY: we own `slot`, and now hold the gate for `next`.
-                    Some(next) => unsafe { self.hand_over(slot, next, worker) },
-                    None => Step::Same,
+                    state.holds_gate = false;
+                    if state.has_item {
+                        self.run_body(stage, slot, state);
+                    }
+                    if let Some(next) = gate.finish() {
+                        // SAFETY: the gate handed `next` to us.
+                        unsafe { self.hand_over(chain, next, worker) };
+                    }
                 }
             }
             Gate::InOrder(gate) => {
                 if !state.holds_gate {
                     match gate.arrive(state.sequence, slot.index) {
                         Arrival::Enter => {}
-                        Arrival::Parked | Arrival::Switch(_) => return Step::Stop,
+                        Arrival::Parked | Arrival::Switch(_) => return Step::Gone,
                     }
                 }
                 state.holds_gate = false;
                 if state.has_item {
                     self.run_body(stage, slot, state);
                 }
-                state.stage += 1;
-                match gate.finish(state.sequence) {
-                    // SAFETY: as above.
-                    Some(next) => unsafe { self.hand_over(slot, next, worker) },
-                    None => Step::Same,
+                if let Some(next) = gate.finish(state.sequence) {
+                    // SAFETY: the gate handed `next` to us.
+                    unsafe { self.hand_over(chain, next, worker) };
                 }
             }
         }
+        state.stage += 1;
+        if last {
+            self.complete_item(slot, state);
+            return Step::Completed;
+        }
+        Step::Same
     }
 
-    /// A serial stage handed us the next parked item, `next`, whose gate we
-    /// now hold. Our own item goes on here (rule 1) and `next` to our deque;
-    /// but if our item is done, `next` goes on here (rule 2, the serial
-    /// stage stays on this core) and our token's job goes to the deque.
+    /// A serial stage handed us the next parked item (rule 2): it joins our
+    /// chain right behind the current item (which goes back in front of
+    /// it), or, when items are shared between workers, becomes a job of its
+    /// own on our deque.
     ///
     /// # Safety
-    /// The caller owns `slot` and, through the gate, `next`.
-    unsafe fn hand_over<'e>(
-        &'e self,
-        slot: &'e Slot,
-        next: u32,
-        worker: &WorkerThread,
-    ) -> Step<'e> {
+    /// The caller owns the chain; the gate made `next` ours.
+    unsafe fn hand_over(&self, chain: &mut Chain, next: u32, worker: &WorkerThread) {
         let next = self.slot(next);
         // SAFETY: handed to us by the gate.
-        unsafe { next.state() }.holds_gate = true;
-        // SAFETY: owned.
-        let state = unsafe { slot.state() };
-        if state.stage == self.stages.len() as u32 + 1 {
-            self.complete_item(slot, state);
-            // SAFETY: ours, given up here.
-            unsafe { self.schedule(slot, worker) };
-            Step::Other(next)
-        } else {
+        let state = unsafe { next.state() };
+        state.holds_gate = true;
+        if self.share_items() {
+            state.next = NO_SLOT;
             // SAFETY: ours, given up here.
             unsafe { self.schedule(next, worker) };
-            Step::Same
+        } else {
+            // SAFETY: the chain and `next` are ours.
+            unsafe { self.push_front(chain, next) };
         }
     }
 
-    /// The item passed every stage: drop what it holds; its token goes
-    /// back to the source.
+    /// The item passed every stage: drop what it holds and note its work.
     fn complete_item(&self, slot: &Slot, state: &mut SlotState) {
         if state.has_item {
             let drop_output = match self.stages.last() {
@@ -546,6 +693,16 @@ impl<'a> Engine<'a> {
             // stage's output, dropped once.
             unsafe { drop_output(self.item(slot)) };
             state.has_item = false;
+        }
+        if state.sampled() {
+            let sample = u32::try_from(state.work_ns).unwrap_or(u32::MAX - 1);
+            let old = self.work_per_item.load(Ordering::Relaxed);
+            let new = if old == UNMEASURED {
+                sample
+            } else {
+                ((u64::from(old) * 3 + u64::from(sample)) / 4) as u32
+            };
+            self.work_per_item.store(new, Ordering::Relaxed);
         }
         state.stage = 0;
     }
@@ -561,9 +718,11 @@ impl<'a> Engine<'a> {
         unsafe { drop_input(self.item(slot)) };
     }
 
-    /// Run the stage's closure on the item, catching a panic.
+    /// Run the stage's closure on the item, catching a panic; time it for
+    /// a sampled item.
     fn run_body(&self, stage: &Stage<'_>, slot: &Slot, state: &mut SlotState) {
         let item = self.item(slot);
+        let timer = state.sampled().then(Instant::now);
         // SAFETY: the item holds the stage's input; a serial stage's gate is
         // held by this job (checked by the caller).
         match unwind::halt_unwinding(|| unsafe { stage.body.call(item) }) {
@@ -579,159 +738,156 @@ impl<'a> Engine<'a> {
                 self.record_panic(payload);
             }
         }
-    }
-
-    /// Stage 0 for a token: take the source gate and fetch, for this token
-    /// and every token parked at the source.
-    ///
-    /// # Safety
-    /// The caller owns `slot`.
-    unsafe fn fetch_step<'e>(&'e self, slot: &'e Slot, worker: &WorkerThread) -> Step<'e> {
-        // SAFETY: owned.
-        let state = unsafe { slot.state() };
-        if let Some(pin) = self.source.pin
-            && pin != worker.index()
-            && !state.routed
-        {
-            // SAFETY: owned, given up here.
-            unsafe { self.schedule(slot, worker) };
-            return Step::Stop;
-        }
-        state.routed = false;
-        if !state.holds_gate && self.exhausted.load(Ordering::Acquire) {
-            // SAFETY: owned; retiring is our last touch of the run.
-            unsafe { self.retire(slot) };
-            return Step::Stop;
-        }
-        let gate = &self.toks().source_gate;
-        let first = if state.holds_gate {
-            // Handed the source gate by the previous fetcher (tracing).
-            state.holds_gate = false;
-            slot
-        } else {
-            match gate.arrive(slot.index) {
-                Arrival::Enter => slot,
-                Arrival::Parked => return Step::Stop,
-                // We hold the source for another parked token: fetch for it.
-                Arrival::Switch(other) => self.slot(other),
-            }
-        };
-        // SAFETY: we hold the source gate.
-        let step = unsafe {
-            if worker.tracing() {
-                self.fetch_and_pass_on(first, worker)
-            } else {
-                self.fetch_batch(first, worker)
-            }
-        };
-        match step {
-            // We fetched for another token than ours (`Switch`): its item
-            // is the one to carry on; ours stays parked at the source.
-            Step::Same if !ptr::eq(first, slot) => Step::Other(first),
-            step => step,
+        if let Some(start) = timer {
+            state.work_ns += start.elapsed().as_nanos() as u64;
         }
     }
 
-    /// With tracing on, each fetch is a step of its own, so that each gets
-    /// its own trace record: fetch for `first` only, and hand the source
-    /// gate to one parked token, whose job fetches next.
+    /// The chain holds only free tokens: take the source gate and fetch a
+    /// batch (see the module documentation). Tokens that find the source
+    /// exhausted move to `retired`.
     ///
     /// # Safety
-    /// As for `fetch_batch`.
-    #[cold]
-    unsafe fn fetch_and_pass_on<'e>(&'e self, first: &'e Slot, worker: &WorkerThread) -> Step<'e> {
+    /// The caller owns the chain.
+    unsafe fn refill(&self, chain: &mut Chain, retired: &mut u32, worker: &WorkerThread) {
         let gate = &self.toks().source_gate;
-        // SAFETY: we hold the source gate.
-        let has_item = unsafe { self.fetch_one(first) };
-        if let Some(next) = gate.pop_parked().or_else(|| gate.finish()) {
-            let next = self.slot(next);
-            // SAFETY: the gate made it ours; we pass the gate on with it.
-            unsafe { next.state() }.holds_gate = true;
-            // SAFETY: ours, given up here.
-            unsafe { self.schedule(next, worker) };
-        }
-        if has_item {
-            Step::Same
-        } else {
-            // SAFETY: ours; the last touch.
-            unsafe { self.retire(first) };
-            Step::Stop
-        }
-    }
-
-    /// Holding the source gate: fetch for `first`, then for every token
-    /// parked at the source, until none is left; then give up the gate.
-    /// The others' jobs go to our deque, the oldest item on top.
-    ///
-    /// # Safety
-    /// The caller holds the source gate on `first`'s behalf, and owns it.
-    unsafe fn fetch_batch<'e>(&'e self, first: &'e Slot, worker: &WorkerThread) -> Step<'e> {
-        let gate = &self.toks().source_gate;
-        // SAFETY: we hold the source gate.
-        let first_has_item = unsafe { self.fetch_one(first) };
-        // Fetched for others: a stack, so the last fetched is pushed first
-        // and the first fetched ends on top of our deque.
-        let mut batch = NO_SLOT;
-        let mut retired = NO_SLOT;
+        // Take the gate (or park our tokens at it).
         loop {
-            while let Some(index) = gate.pop_parked() {
-                let other = self.slot(index);
-                // SAFETY: a parked token popped by the gate's holder is ours;
-                // we hold the source gate.
-                let fetched = unsafe { self.fetch_one(other) };
-                // SAFETY: ours.
-                let state = unsafe { other.state() };
-                if fetched {
-                    state.batch_next = batch;
-                    batch = index;
-                } else {
-                    state.batch_next = retired;
-                    retired = index;
-                }
+            if chain.head == NO_SLOT {
+                return;
             }
-            match gate.finish() {
-                Some(index) => {
-                    // Parked while we held the gate, taken on leaving: the
-                    // gate is ours again; fetch for it on the next round.
-                    let other = self.slot(index);
-                    // SAFETY: handed to us by the gate; we hold it again.
-                    let fetched = unsafe { self.fetch_one(other) };
-                    // SAFETY: ours.
-                    let state = unsafe { other.state() };
-                    if fetched {
-                        state.batch_next = batch;
-                        batch = index;
-                    } else {
-                        state.batch_next = retired;
-                        retired = index;
-                    }
-                }
-                None => break,
-            }
-        }
-        while batch != NO_SLOT {
-            let other = self.slot(batch);
-            // SAFETY: ours until scheduled.
-            batch = unsafe { other.state() }.batch_next;
-            // SAFETY: ours, given up here.
-            unsafe { self.schedule(other, worker) };
-        }
-        // Retire the others first: while `first` still holds its unit, none
-        // of these releases can be the run's last.
-        while retired != NO_SLOT {
-            let other = self.slot(retired);
+            let front = self.slot(chain.head);
             // SAFETY: ours.
-            retired = unsafe { other.state() }.batch_next;
-            // SAFETY: ours; `first` keeps the run alive past this.
-            unsafe { self.retire(other) };
+            let state = unsafe { front.state() };
+            if let Some(pin) = self.source.pin
+                && pin != worker.index()
+                && !state.routed
+            {
+                // The source runs on its worker: send the tokens there.
+                let head = chain.head;
+                *chain = Chain {
+                    head: NO_SLOT,
+                    tail: NO_SLOT,
+                };
+                // SAFETY: ours, given up here.
+                unsafe { self.schedule(self.slot(head), worker) };
+                return;
+            }
+            state.routed = false;
+            if state.holds_gate {
+                // Passed the source gate by the previous fetcher.
+                state.holds_gate = false;
+                break;
+            }
+            if self.exhausted.load(Ordering::Acquire) {
+                // SAFETY: ours.
+                unsafe { self.retire_chain(chain, retired) };
+                return;
+            }
+            // Off the chain before arriving: a parked token may be taken
+            // by the gate's holder at once.
+            self.pop_front(chain);
+            match gate.arrive(front.index) {
+                Arrival::Enter => {
+                    // SAFETY: still ours.
+                    unsafe { self.push_front(chain, front) };
+                    break;
+                }
+                Arrival::Switch(other) => {
+                    // Our token is parked now; we fetch for `other`.
+                    // SAFETY: the gate made `other` ours.
+                    unsafe { self.push_front(chain, self.slot(other)) };
+                    break;
+                }
+                Arrival::Parked => {}
+            }
         }
-        if first_has_item {
-            Step::Same
+        // We hold the source gate. Fetch, in chain order, then for tokens
+        // parked at the gate, up to the batch limit.
+        let limit = self.batch_limit(worker);
+        let mut items = Chain {
+            head: NO_SLOT,
+            tail: NO_SLOT,
+        };
+        let mut fetched = 0;
+        let mut exhausted = false;
+        while fetched < limit && !exhausted {
+            let token = if chain.head != NO_SLOT {
+                let t = self.slot(chain.head);
+                self.pop_front(chain);
+                t
+            } else if let Some(parked) = gate.pop_parked() {
+                self.slot(parked)
+            } else {
+                break;
+            };
+            // SAFETY: we hold the source gate and own the token.
+            if unsafe { self.fetch_one(token) } {
+                // SAFETY: ours.
+                unsafe { self.push_back(&mut items, token) };
+                fetched += 1;
+            } else {
+                exhausted = true;
+                // SAFETY: ours.
+                unsafe { self.push_retired(retired, token) };
+            }
+        }
+        if exhausted {
+            // Every other token we own or find parked is done too.
+            // SAFETY: ours.
+            unsafe { self.retire_chain(chain, retired) };
+            while let Some(parked) = gate.pop_parked().or_else(|| gate.finish()) {
+                // SAFETY: the gate made it ours.
+                unsafe { self.push_retired(retired, self.slot(parked)) };
+            }
         } else {
-            // SAFETY: ours; the last touch.
-            unsafe { self.retire(first) };
-            Step::Stop
+            // Tokens left over (ours, or parked meanwhile): pass the gate
+            // on to a job of them, for another worker to fetch the next
+            // batch; with nothing left, just leave.
+            let next = if chain.head != NO_SLOT {
+                Some(self.slot(chain.head))
+            } else {
+                gate.pop_parked().or_else(|| gate.finish()).map(|t| {
+                    let t = self.slot(t);
+                    // SAFETY: the gate made it ours.
+                    unsafe { t.state() }.next = NO_SLOT;
+                    t
+                })
+            };
+            if let Some(next) = next {
+                // SAFETY: ours; the gate goes with it.
+                unsafe { next.state() }.holds_gate = true;
+                *chain = Chain {
+                    head: NO_SLOT,
+                    tail: NO_SLOT,
+                };
+                // SAFETY: ours (with the rest of the old chain behind it),
+                // given up here.
+                unsafe { self.schedule(next, worker) };
+            }
         }
+        *chain = items;
+    }
+
+    /// Move every token of `chain` to `retired`.
+    ///
+    /// # Safety
+    /// The caller owns the chain.
+    unsafe fn retire_chain(&self, chain: &mut Chain, retired: &mut u32) {
+        while chain.head != NO_SLOT {
+            let t = self.slot(chain.head);
+            self.pop_front(chain);
+            // SAFETY: ours.
+            unsafe { self.push_retired(retired, t) };
+        }
+    }
+
+    /// # Safety
+    /// The caller owns `slot`, which is in no chain.
+    unsafe fn push_retired(&self, retired: &mut u32, slot: &Slot) {
+        // SAFETY: owned.
+        unsafe { slot.state() }.next = *retired;
+        *retired = slot.index;
     }
 
     /// Fetch one item into `slot`: true if it got one. The source counts as
@@ -757,6 +913,11 @@ impl<'a> Engine<'a> {
                 *next += 1;
                 state.stage = 1;
                 state.has_item = true;
+                state.work_ns = 0;
+                if self.stages.is_empty() {
+                    // Nothing after the source: done at once.
+                    self.complete_item(slot, state);
+                }
                 true
             }
             Ok(false) => {
@@ -771,23 +932,33 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// The token is done for this run: release its unit of the run's latch.
+    /// Release the latch units of the retired tokens listed from `retired`.
     ///
     /// # Safety
-    /// The caller owns `slot`; it (and the whole engine) may be gone the
-    /// moment this returns, if this was the last unit.
-    unsafe fn retire(&self, _slot: &Slot) {
+    /// The caller owns them; the engine may be gone the moment this returns
+    /// (if these were the run's last units), so this is the caller's last
+    /// touch unless it still owns other tokens.
+    unsafe fn release(&self, mut retired: u32) {
         let latch = self.latch.load(Ordering::Relaxed);
-        // SAFETY: the latch lives on the caller's frame until its count,
-        // which includes this token, reaches zero. Last touch.
-        unsafe { CountLatch::release(latch) };
+        while retired != NO_SLOT {
+            // SAFETY: owned; read before the release that may end the run.
+            let next = unsafe { self.slot(retired).state() }.next;
+            let last_of_ours = next == NO_SLOT;
+            // SAFETY: the latch lives until its count, which includes this
+            // token, reaches zero; after the last of ours nothing is read.
+            unsafe { CountLatch::release(latch) };
+            if last_of_ours {
+                return;
+            }
+            retired = next;
+        }
     }
 }
 
-/// The `JobRef` entry point of a slot's job.
-unsafe fn run_line(slot: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
-    // SAFETY: a line job points at a slot of a prepared run, whose engine
-    // outlives the run; the job runs once per push, so we own the slot.
+/// The `JobRef` entry point of a chain's job.
+unsafe fn run_chain(slot: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
+    // SAFETY: a chain job points at a slot of a prepared run, whose engine
+    // outlives the run; the job runs once per push, so we own the chain.
     unsafe {
         let slot = slot.cast::<Slot>().as_ref();
         (*slot.engine).drive(slot, worker)

@@ -32,7 +32,7 @@
 //! Invariants: at most one holder per gate; a parked item is taken exactly
 //! once; `InOrderGate` lets item `s` in only after `s - 1` finished; an
 //! any-order gate's count never exceeds its queue's length, and the gate
-//! is never free with a parked item announced, except before a run starts.
+//! is never free with a parked item announced.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
@@ -244,16 +244,8 @@ impl AnyOrderGate {
             }
         }
     }
-
-    /// Park `slot` at a free gate before a run starts: the run's first
-    /// arrival takes the gate and finds it. Only while nothing else touches
-    /// the gate.
-    pub(crate) fn arrive_parked(&self, slot: u32) -> Arrival {
-        self.parked.push(slot);
-        self.state.fetch_add(ONE_PARKED, Ordering::Relaxed);
-        Arrival::Parked
-    }
 }
+
 /// The parked items of an `AnyOrderGate`: at most one per token, so a
 /// bounded queue never overflows. Under loom, a loom-visible stand-in.
 pub(crate) struct ParkedQueue {

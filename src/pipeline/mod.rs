@@ -259,7 +259,7 @@ pub(crate) fn run_pipeline<T>(
         None => {
             let latch = CountLatch::for_thread();
             latch.add(tokens - 1);
-            let job = engine.prepare(tokens, &latch, region::outside_current());
+            let job = engine.prepare(tokens, num_workers, &latch, region::outside_current());
             // From outside the pool: through the shared queue (rule 5).
             engine.used_shared_queue.note();
             registry.inject(job, None);
@@ -281,7 +281,7 @@ pub(crate) fn run_pipeline<T>(
 fn run_on_worker(worker: &WorkerThread, engine: &mut Engine<'_>, tokens: usize) {
     let latch = CountLatch::for_worker(worker.registry().wake_owner(worker.index()));
     latch.add(tokens - 1);
-    let job = engine.prepare(tokens, &latch, worker.region());
+    let job = engine.prepare(tokens, worker.registry().num_slots(), &latch, worker.region());
     worker.push(job);
     worker.wait_until(
         latch.as_core().expect("a worker's latch"),
