@@ -205,6 +205,9 @@ pub(crate) struct WorkerThread {
     /// The TLS value to restore when this worker ends (a guest may run on a
     /// thread that already is a worker of another pool).
     previous: *const WorkerThread,
+    /// This worker's counters in the registry (looked up once: the hot
+    /// paths count every task).
+    counters: *const WorkerCounters,
     /// Waits on this thread's stack right now (0 in no wait).
     wait_depth: Cell<u32>,
     /// The isolation region of what this worker runs right now: adopted
@@ -241,9 +244,11 @@ impl WorkerThread {
             (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (&previous as *const _ as u64);
         // A raw pointer from the start: the TLS copy and the guard are equal,
         // shared aliases (a live Box would claim uniqueness).
+        let counters: *const WorkerCounters = registry.counters(index);
         let ptr = Box::into_raw(Box::new(WorkerThread {
             deque,
             index,
+            counters,
             rng: Cell::new(seed | 1),
             registry,
             previous,
@@ -289,7 +294,8 @@ impl WorkerThread {
 
     #[inline]
     fn counters(&self) -> &WorkerCounters {
-        self.registry.counters(self.index)
+        // SAFETY: points into the registry, which this worker keeps alive.
+        unsafe { &*self.counters }
     }
 
     /// The isolation region of what this worker runs now.

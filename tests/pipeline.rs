@@ -332,7 +332,7 @@ fn fail_and_rerun(threads: usize, fail_at: Where, cancel: bool) {
             if cancel {
                 token.lock().unwrap().as_ref().unwrap().cancel();
             } else {
-                panic!("stage {stage:?} failed");
+                panic!("[intentional] stage {stage:?} failed");
             }
         }
     };
@@ -377,7 +377,11 @@ fn fail_and_rerun(threads: usize, fail_at: Where, cancel: bool) {
                 .downcast_ref::<String>()
                 .cloned()
                 .unwrap_or_default();
-            assert_eq!(message, format!("stage {fail_at:?} failed"), "{what}");
+            assert_eq!(
+                message,
+                format!("[intentional] stage {fail_at:?} failed"),
+                "{what}"
+            );
         }
         (_, other) => panic!("{what}: unexpected outcome {:?}", other.map(|_| ())),
     }
@@ -412,7 +416,7 @@ fn a_panic_in_each_stage_kind_stops_the_source_drops_the_items_and_is_resumed() 
 }
 
 fn a_panic_in_each_stage_kind_stops_the_source_drops_the_items_and_is_resumed_body() {
-    common::quiet_intentional_panics("failed");
+    common::quiet_intentional_panics("[intentional]");
     for threads in [1, 2, 4] {
         for at in [
             Where::Source,

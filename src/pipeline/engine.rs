@@ -54,6 +54,7 @@ use crate::stats::Rule;
 use crate::task::Dispatch;
 use crate::unwind;
 use crate::worker::{SharedQueueFlag, WorkerThread};
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::alloc::{self, Layout};
 use std::any::Any;
@@ -66,6 +67,10 @@ use std::time::Instant;
 /// A slot index meaning "none".
 const NO_SLOT: u32 = u32::MAX;
 
+/// `SlotState::held_gate` values besides stage numbers.
+const NO_GATE: u32 = 0;
+const SOURCE_GATE: u32 = u32::MAX;
+
 /// Items whose stages take less than this (nanoseconds, summed over the
 /// stages) are cheaper to run than to move to another core: one worker
 /// runs the pipeline. Above it, batches are shared between workers.
@@ -73,15 +78,17 @@ const SHARE_WORK_NS: u32 = 250;
 
 /// One item in this many has its stage work timed (two clock reads per
 /// stage), to keep the estimate cheap.
-const SAMPLE_EVERY: u64 = 32;
+const SAMPLE_EVERY: u64 = 64;
 
-/// No measurement yet: treated as heavy, so a new pipeline shares at once.
-const UNMEASURED: u32 = u32::MAX;
+/// No measurement yet: treated as light (the first batch runs on one
+/// worker and is measured), so a light pipeline is never split at all.
+const UNMEASURED: u32 = 0;
 
 /// The cancel flag a [`CancelToken`](crate::CancelToken) shares with the
-/// pipeline.
+/// pipeline. Read at every stage: on a cache line of its own (a small
+/// allocation next to a busy one cost a tenth of a heavy pipeline's time).
 #[derive(Default)]
-pub(crate) struct CancelFlag(AtomicBool);
+pub(crate) struct CancelFlag(CachePadded<AtomicBool>);
 
 impl crate::graph::CancelTarget for CancelFlag {
     fn cancel(&self) {
@@ -100,9 +107,12 @@ struct SlotState {
     /// False for an item filtered out, dropped on cancel, or consumed by a
     /// panicking stage: it passes the in-order gates without running.
     has_item: bool,
-    /// A gate holder handed us the gate of `stage` (rule 2 hand-over, or
-    /// the source passed on).
-    holds_gate: bool,
+    /// We hold the gate of this stage (its number; `SOURCE` for the source
+    /// gate): handed over by its holder (rule 2), or the source passed on.
+    held_gate: u32,
+    /// We hold this later in-order stage's gate in advance: the item before
+    /// us in our chain passed it on to us (`InOrderGate::pass_on`).
+    reserved_gate: u32,
     /// Already routed to the worker `stage` is pinned to: if a proxy sent
     /// it elsewhere, it runs there rather than bouncing.
     routed: bool,
@@ -110,6 +120,8 @@ struct SlotState {
     next: u32,
     /// Stage work timed for this item so far (sampled items only).
     work_ns: u64,
+    /// This item's stage work is timed (one in `SAMPLE_EVERY`).
+    sampled: bool,
 }
 
 impl SlotState {
@@ -118,15 +130,13 @@ impl SlotState {
             sequence: 0,
             stage: 0,
             has_item: false,
-            holds_gate: false,
+            held_gate: NO_GATE,
+            reserved_gate: NO_GATE,
             routed: false,
             next: NO_SLOT,
             work_ns: 0,
+            sampled: false,
         }
-    }
-
-    fn sampled(&self) -> bool {
-        self.sequence % SAMPLE_EVERY == 0
     }
 }
 
@@ -179,11 +189,6 @@ impl ItemMemory {
             layout,
         }
     }
-
-    fn cell(&self, index: u32) -> *mut u8 {
-        // SAFETY: callers pass indices below the token count.
-        unsafe { self.base.as_ptr().add(index as usize * self.stride) }
-    }
 }
 
 impl Drop for ItemMemory {
@@ -209,6 +214,29 @@ struct Tokens {
     gates: Box<[Gate]>,
 }
 
+/// Where a prepared run's resources are: plain pointers into `Tokens`, so
+/// that the hot path does not unwrap an `Option` and check bounds each
+/// time it looks at a slot (it did: 50 instructions of an item's 480).
+struct RunView {
+    slots: *const Slot,
+    gates: *const Gate,
+    source_gate: *const AnyOrderGate,
+    items: *mut u8,
+    stride: usize,
+    count: usize,
+}
+
+impl RunView {
+    const EMPTY: RunView = RunView {
+        slots: ptr::null(),
+        gates: ptr::null(),
+        source_gate: ptr::null(),
+        items: ptr::null_mut(),
+        stride: 0,
+        count: 0,
+    };
+}
+
 /// A built pipeline: its stages, and the state of its runs (reused).
 pub(crate) struct Engine<'a> {
     pub(crate) source: SourceStage<'a>,
@@ -217,6 +245,8 @@ pub(crate) struct Engine<'a> {
     pub(crate) item_layout: Layout,
     pub(crate) cancel: Arc<CancelFlag>,
     tokens: Option<Tokens>,
+    /// Points into `tokens` while a run is prepared.
+    view: RunView,
     /// Written by the holder of the source gate only.
     next_sequence: UnsafeCell<u64>,
     exhausted: AtomicBool,
@@ -234,7 +264,8 @@ pub(crate) struct Engine<'a> {
 
 // SAFETY: stage bodies are `Sync` (serial ones by their gates), items are
 // `Send`, and everything else is atomics or owned by one slot holder at a
-// time; `next_sequence` is touched by the source gate's holder only.
+// time; `next_sequence` is touched by the source gate's holder only; the
+// view's pointers point into the engine's own tokens.
 unsafe impl Sync for Engine<'_> {}
 // SAFETY: as above; every closure and item type is `Send`.
 unsafe impl Send for Engine<'_> {}
@@ -267,6 +298,7 @@ impl<'a> Engine<'a> {
             item_layout,
             cancel: Arc::new(CancelFlag::default()),
             tokens: None,
+            view: RunView::EMPTY,
             next_sequence: UnsafeCell::new(0),
             exhausted: AtomicBool::new(false),
             panic: Mutex::new(None),
@@ -314,6 +346,15 @@ impl<'a> Engine<'a> {
                 ..SlotState::new()
             };
         }
+        let toks = self.tokens.as_ref().expect("tokens made above");
+        self.view = RunView {
+            slots: toks.slots.as_ptr(),
+            gates: toks.gates.as_ptr(),
+            source_gate: &toks.source_gate,
+            items: toks.items.base.as_ptr(),
+            stride: toks.items.stride,
+            count: toks.count,
+        };
         *self.next_sequence.get_mut() = 0;
         *self.exhausted.get_mut() = false;
         *self.panic.get_mut() = None;
@@ -358,16 +399,31 @@ impl<'a> Engine<'a> {
         (panic, cancelled)
     }
 
-    fn toks(&self) -> &Tokens {
-        self.tokens.as_ref().expect("a run is prepared")
-    }
-
+    #[inline]
     fn slot(&self, index: u32) -> &Slot {
-        &self.toks().slots[index as usize]
+        debug_assert!((index as usize) < self.view.count);
+        // SAFETY: slot indices of a prepared run are below its token count,
+        // and the slots live as long as the engine's tokens.
+        unsafe { &*self.view.slots.add(index as usize) }
     }
 
+    #[inline]
     fn item(&self, slot: &Slot) -> *mut u8 {
-        self.toks().items.cell(slot.index)
+        // SAFETY: one cell per token, within the item memory.
+        unsafe { self.view.items.add(slot.index as usize * self.view.stride) }
+    }
+
+    #[inline]
+    fn gate(&self, stage_index: usize) -> &Gate {
+        debug_assert!(stage_index < self.stages.len());
+        // SAFETY: one gate per stage, living with the tokens.
+        unsafe { &*self.view.gates.add(stage_index) }
+    }
+
+    #[inline]
+    fn source_gate(&self) -> &AnyOrderGate {
+        // SAFETY: lives with the tokens of the prepared run.
+        unsafe { &*self.view.source_gate }
     }
 
     fn region(&self) -> Region {
@@ -402,7 +458,7 @@ impl<'a> Engine<'a> {
 
     /// How many items one fetch takes.
     fn batch_limit(&self, worker: &WorkerThread) -> usize {
-        let tokens = self.toks().count;
+        let tokens = self.view.count;
         if worker.tracing() {
             // One fetch per step, so that each gets its trace record.
             1
@@ -411,6 +467,14 @@ impl<'a> Engine<'a> {
         } else {
             tokens
         }
+    }
+
+    /// Is there a parallel stage after stage number `stage`?
+    fn parallel_after(&self, stage: u32) -> bool {
+        self.stages
+            .iter()
+            .skip(stage as usize)
+            .any(|s| s.mode == Mode::Parallel)
     }
 
     /// The worker the slot's next stage is pinned to, if any.
@@ -466,62 +530,105 @@ impl<'a> Engine<'a> {
         // Tokens that found the source exhausted: released as our very
         // last act (the run may end with the last one).
         let mut retired = NO_SLOT;
-        let mut rule = None;
+        // The first step was counted by the worker loop that took the job.
+        let mut counted = true;
+        // How the front item came to us, for the count of its first step.
+        let mut came_by = Rule::OwnDeque;
         while chain.head != NO_SLOT {
-            if let Some(rule) = rule {
-                // Steps after the first: the first was counted by the
-                // worker loop that took this job.
-                worker.count_task(rule);
-            }
             let front = self.slot(chain.head);
             // SAFETY: the chain is ours.
             let state = unsafe { front.state() };
-            let name = tracing.then(|| self.stage_name(state.stage));
-            rule = Some(if state.stage == 0 {
+            if state.stage == 0 {
                 // Only tokens left: fetch a batch.
+                if !counted {
+                    worker.count_task(Rule::OwnDeque);
+                }
+                counted = false;
+                let name = tracing.then(|| self.source.name.clone());
                 // SAFETY: the chain is ours.
                 unsafe { self.refill(&mut chain, &mut retired, worker) };
-                Rule::OwnDeque
-            } else {
-                // Off the chain for the step: it may be given away in it,
-                // and must not be read after that.
-                self.pop_front(&mut chain);
-                // SAFETY: the chain is ours, and so is `front`.
-                match unsafe { self.step(front, &mut chain, worker) } {
-                    Step::Same => {
-                        // SAFETY: still ours.
-                        unsafe { self.push_front(&mut chain, front) };
-                        Rule::Returned
-                    }
-                    Step::Gone => Rule::OwnDeque,
-                    Step::Completed => {
-                        // SAFETY: still ours: a free token now.
-                        unsafe { self.push_back(&mut chain, front) };
-                        Rule::OwnDeque
-                    }
-                    Step::Replaced(other) => {
-                        // SAFETY: the gate made it ours.
-                        unsafe { self.push_front(&mut chain, other) };
-                        Rule::Successor
+                if tracing {
+                    worker.set_trace_name(name);
+                    if chain.head != NO_SLOT {
+                        // SAFETY: not our last units: the chain holds some.
+                        unsafe { self.release(retired) };
+                        return Some(self.next_job(&chain, Rule::Returned));
                     }
                 }
-            });
-            if tracing {
-                worker.set_trace_name(name);
-                if chain.head != NO_SLOT {
-                    // SAFETY: the retired tokens' units are not the last:
-                    // the chain's tokens still hold theirs.
+                continue;
+            }
+            // Carry the front item as far as it goes (rule 1).
+            let mut rule = came_by;
+            came_by = Rule::OwnDeque;
+            loop {
+                if !counted {
+                    worker.count_task(rule);
+                }
+                counted = false;
+                let name = tracing.then(|| self.stage_name(state.stage));
+                // Read before the step: the item may be given away in it.
+                let behind = state.next;
+                // SAFETY: the chain is ours, and `front` is its head.
+                let step = unsafe { self.step(front, &mut chain, worker) };
+                match step {
+                    Step::Same => {}
+                    Step::Gone => {
+                        chain.head = behind;
+                        if behind == NO_SLOT {
+                            chain.tail = NO_SLOT;
+                        }
+                    }
+                    Step::Completed => {
+                        // Still ours: a free token now, to the back. (A
+                        // hand-over may have put an item right behind it.)
+                        self.pop_front(&mut chain);
+                        // SAFETY: ours.
+                        unsafe { self.push_back(&mut chain, front) };
+                    }
+                    Step::Replaced(other) => {
+                        // SAFETY: the gate made it ours; `front` is parked.
+                        unsafe { other.state() }.next = behind;
+                        chain.head = other.index;
+                        if behind == NO_SLOT {
+                            chain.tail = other.index;
+                        }
+                    }
+                }
+                if tracing {
+                    worker.set_trace_name(name);
+                    if chain.head == NO_SLOT {
+                        break;
+                    }
+                    // SAFETY: not our last units: the chain holds some.
                     unsafe { self.release(retired) };
-                    return Some(Next {
-                        job: self.job(self.slot(chain.head)),
-                        rule: rule.unwrap_or(Rule::Returned),
-                    });
+                    let rule = match step {
+                        Step::Replaced(_) => Rule::Successor,
+                        Step::Same => Rule::Returned,
+                        _ => Rule::OwnDeque,
+                    };
+                    return Some(self.next_job(&chain, rule));
+                }
+                match step {
+                    Step::Same => rule = Rule::Returned,
+                    Step::Replaced(_) => {
+                        came_by = Rule::Successor;
+                        break;
+                    }
+                    _ => break,
                 }
             }
         }
         // SAFETY: our last touch of the run.
         unsafe { self.release(retired) };
         None
+    }
+
+    /// The job that carries on with `chain` (tracing: one step per job).
+    fn next_job(&self, chain: &Chain, rule: Rule) -> Next {
+        Next {
+            job: self.job(self.slot(chain.head)),
+            rule,
+        }
     }
 
     /// The chain that starts at `head`, with its tail found.
@@ -574,15 +681,23 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Advance the item in `slot` (taken off the chain's front) by one stage.
+    /// Advance the item in `slot` (the chain's head) by one stage.
     ///
     /// # Safety
-    /// The caller owns the chain and `slot`.
-    unsafe fn step<'e>(&'e self, slot: &'e Slot, chain: &mut Chain, worker: &WorkerThread) -> Step<'e> {
+    /// The caller owns the chain.
+    unsafe fn step<'e>(
+        &'e self,
+        slot: &'e Slot,
+        chain: &mut Chain,
+        worker: &WorkerThread,
+    ) -> Step<'e> {
         // SAFETY: owned per the contract.
         let state = unsafe { slot.state() };
         let index = state.stage as usize - 1;
-        let stage = &self.stages[index];
+        debug_assert!(index < self.stages.len());
+        // SAFETY: a slot's stage number is 1..=n between fetch and
+        // completion (0 means a free token, handled by the caller).
+        let stage = unsafe { self.stages.get_unchecked(index) };
         if let Some(pin) = stage.pin
             && pin != worker.index()
             && !state.routed
@@ -599,19 +714,20 @@ impl<'a> Engine<'a> {
             state.has_item = false;
         }
         let last = index + 1 == self.stages.len();
-        match &self.toks().gates[index] {
+        match self.gate(index) {
             Gate::Parallel => {
                 if state.has_item {
                     self.run_body(stage, slot, state);
                 }
             }
             Gate::AnyOrder(gate) => {
-                if !state.has_item && !state.holds_gate {
+                let held = state.held_gate == state.stage;
+                if !state.has_item && !held {
                     // A dropped item needs no turn here. (One that was
                     // handed the gate before it was dropped must pass the
                     // gate on below.)
                 } else {
-                    if !state.holds_gate {
+                    if !held {
                         match gate.arrive(slot.index) {
                             Arrival::Enter => {}
                             Arrival::Parked => return Step::Gone,
@@ -620,12 +736,13 @@ impl<'a> Engine<'a> {
                                 // it takes our place in the chain.
                                 let other = self.slot(other);
                                 // SAFETY: the gate made it ours.
-                                unsafe { other.state() }.holds_gate = true;
+                                let other_state = unsafe { other.state() };
+                                other_state.held_gate = other_state.stage;
                                 return Step::Replaced(other);
                             }
                         }
                     }
-                    state.holds_gate = false;
+                    state.held_gate = NO_GATE;
                     if state.has_item {
                         self.run_body(stage, slot, state);
                     }
@@ -636,17 +753,28 @@ impl<'a> Engine<'a> {
                 }
             }
             Gate::InOrder(gate) => {
-                if !state.holds_gate {
+                if state.held_gate == state.stage {
+                    state.held_gate = NO_GATE;
+                } else if state.reserved_gate == state.stage {
+                    state.reserved_gate = NO_GATE;
+                } else {
                     match gate.arrive(state.sequence, slot.index) {
                         Arrival::Enter => {}
                         Arrival::Parked | Arrival::Switch(_) => return Step::Gone,
                     }
                 }
-                state.holds_gate = false;
                 if state.has_item {
                     self.run_body(stage, slot, state);
                 }
-                if let Some(next) = gate.finish(state.sequence) {
+                // SAFETY: the chain is ours.
+                if unsafe { self.next_in_chain_is(state, state.sequence + 1) } {
+                    // The next item is ours, right behind: keep the gate
+                    // for it (one read-modify-write instead of two, and
+                    // none when it arrives).
+                    gate.pass_on(state.sequence);
+                    // SAFETY: ours.
+                    unsafe { self.slot(state.next).state() }.reserved_gate = state.stage;
+                } else if let Some(next) = gate.finish(state.sequence) {
                     // SAFETY: the gate handed `next` to us.
                     unsafe { self.hand_over(chain, next, worker) };
                 }
@@ -660,10 +788,25 @@ impl<'a> Engine<'a> {
         Step::Same
     }
 
+    /// Is the item behind `front` in its chain the one with sequence
+    /// `sequence`, not holding a reservation already? (Used right after
+    /// `front` passed an in-order gate, so that one cannot have passed it.)
+    ///
+    /// # Safety
+    /// The caller owns the chain.
+    unsafe fn next_in_chain_is(&self, front: &SlotState, sequence: u64) -> bool {
+        if front.next == NO_SLOT {
+            return false;
+        }
+        // SAFETY: ours.
+        let next = unsafe { self.slot(front.next).state() };
+        next.stage != 0 && next.sequence == sequence && next.reserved_gate == NO_GATE
+    }
+
     /// A serial stage handed us the next parked item (rule 2): it joins our
-    /// chain right behind the current item (which goes back in front of
-    /// it), or, when items are shared between workers, becomes a job of its
-    /// own on our deque.
+    /// chain right behind the current item (the chain's head), or, when
+    /// items are shared between workers, becomes a job of its own on our
+    /// deque.
     ///
     /// # Safety
     /// The caller owns the chain; the gate made `next` ours.
@@ -671,14 +814,22 @@ impl<'a> Engine<'a> {
         let next = self.slot(next);
         // SAFETY: handed to us by the gate.
         let state = unsafe { next.state() };
-        state.holds_gate = true;
-        if self.share_items() {
+        state.held_gate = state.stage;
+        // Shared only if a parallel stage is still ahead of it, where
+        // another worker could help; a serial tail (the usual sink) stays
+        // here, next to the gate's state.
+        if self.share_items() && self.parallel_after(state.stage) {
             state.next = NO_SLOT;
             // SAFETY: ours, given up here.
             unsafe { self.schedule(next, worker) };
         } else {
-            // SAFETY: the chain and `next` are ours.
-            unsafe { self.push_front(chain, next) };
+            // SAFETY: the chain is ours; its head is the current item.
+            let front = unsafe { self.slot(chain.head).state() };
+            state.next = front.next;
+            front.next = next.index;
+            if chain.tail == chain.head {
+                chain.tail = next.index;
+            }
         }
     }
 
@@ -689,16 +840,18 @@ impl<'a> Engine<'a> {
                 Some(stage) => stage.drop_output,
                 None => self.source.drop_output,
             };
-            // SAFETY: an item that has passed every stage holds the last
-            // stage's output, dropped once.
-            unsafe { drop_output(self.item(slot)) };
+            if let Some(drop_output) = drop_output {
+                // SAFETY: an item that has passed every stage holds the
+                // last stage's output, dropped once.
+                unsafe { drop_output(self.item(slot)) };
+            }
             state.has_item = false;
         }
-        if state.sampled() {
+        if state.sampled {
             let sample = u32::try_from(state.work_ns).unwrap_or(u32::MAX - 1);
             let old = self.work_per_item.load(Ordering::Relaxed);
             let new = if old == UNMEASURED {
-                sample
+                sample.max(1)
             } else {
                 ((u64::from(old) * 3 + u64::from(sample)) / 4) as u32
             };
@@ -713,16 +866,23 @@ impl<'a> Engine<'a> {
             0 => self.source.drop_output,
             k => self.stages[k - 1].drop_output,
         };
-        // SAFETY: before stage `index` the item holds the previous stage's
-        // output, dropped once (the caller clears `has_item`).
-        unsafe { drop_input(self.item(slot)) };
+        if let Some(drop_input) = drop_input {
+            // SAFETY: before stage `index` the item holds the previous
+            // stage's output, dropped once (the caller clears `has_item`).
+            unsafe { drop_input(self.item(slot)) };
+        }
     }
 
     /// Run the stage's closure on the item, catching a panic; time it for
     /// a sampled item.
+    #[inline]
     fn run_body(&self, stage: &Stage<'_>, slot: &Slot, state: &mut SlotState) {
         let item = self.item(slot);
-        let timer = state.sampled().then(Instant::now);
+        let timer = if state.sampled {
+            Some(Instant::now())
+        } else {
+            None
+        };
         // SAFETY: the item holds the stage's input; a serial stage's gate is
         // held by this job (checked by the caller).
         match unwind::halt_unwinding(|| unsafe { stage.body.call(item) }) {
@@ -750,7 +910,14 @@ impl<'a> Engine<'a> {
     /// # Safety
     /// The caller owns the chain.
     unsafe fn refill(&self, chain: &mut Chain, retired: &mut u32, worker: &WorkerThread) {
-        let gate = &self.toks().source_gate;
+        let gate = self.source_gate();
+        // SAFETY: the chain is ours.
+        if unsafe { self.alone(chain, worker) } {
+            // SAFETY: the chain is ours and holds every token.
+            if unsafe { self.run_alone(chain, retired, worker) } {
+                return;
+            }
+        }
         // Take the gate (or park our tokens at it).
         loop {
             if chain.head == NO_SLOT {
@@ -774,9 +941,9 @@ impl<'a> Engine<'a> {
                 return;
             }
             state.routed = false;
-            if state.holds_gate {
+            if state.held_gate == SOURCE_GATE {
                 // Passed the source gate by the previous fetcher.
-                state.holds_gate = false;
+                state.held_gate = NO_GATE;
                 break;
             }
             if self.exhausted.load(Ordering::Acquire) {
@@ -840,7 +1007,7 @@ impl<'a> Engine<'a> {
                 // SAFETY: the gate made it ours.
                 unsafe { self.push_retired(retired, self.slot(parked)) };
             }
-        } else {
+        } else if self.share_items() || worker.tracing() {
             // Tokens left over (ours, or parked meanwhile): pass the gate
             // on to a job of them, for another worker to fetch the next
             // batch; with nothing left, just leave.
@@ -856,7 +1023,7 @@ impl<'a> Engine<'a> {
             };
             if let Some(next) = next {
                 // SAFETY: ours; the gate goes with it.
-                unsafe { next.state() }.holds_gate = true;
+                unsafe { next.state() }.held_gate = SOURCE_GATE;
                 *chain = Chain {
                     head: NO_SLOT,
                     tail: NO_SLOT,
@@ -865,8 +1032,149 @@ impl<'a> Engine<'a> {
                 // given up here.
                 unsafe { self.schedule(next, worker) };
             }
+        } else {
+            // Light items: we fetch for every token, also those parked
+            // while we fetched, and keep them all on this worker.
+            while let Some(parked) = gate.finish() {
+                let token = self.slot(parked);
+                // SAFETY: the gate made it ours; we hold the gate again.
+                if unsafe { self.fetch_one(token) } {
+                    // SAFETY: ours.
+                    unsafe { self.push_back(&mut items, token) };
+                } else {
+                    // SAFETY: ours.
+                    unsafe { self.push_retired(retired, token) };
+                    while let Some(parked) = gate.pop_parked().or_else(|| gate.finish()) {
+                        // SAFETY: the gate made it ours.
+                        unsafe { self.push_retired(retired, self.slot(parked)) };
+                    }
+                    break;
+                }
+            }
         }
         *chain = items;
+    }
+
+    /// Do we hold every token of the run, free, with light items and no
+    /// stage pinned elsewhere? Then nobody else is inside the pipeline, and
+    /// it can run as a plain loop on this worker (`run_alone`).
+    ///
+    /// # Safety
+    /// The caller owns the chain, which holds only free tokens.
+    unsafe fn alone(&self, chain: &Chain, worker: &WorkerThread) -> bool {
+        if worker.tracing() || self.share_items() {
+            return false;
+        }
+        let here = Some(worker.index());
+        let pinned_elsewhere = |pin: Option<usize>| pin.is_some() && pin != here;
+        if pinned_elsewhere(self.source.pin) || self.stages.iter().any(|s| pinned_elsewhere(s.pin))
+        {
+            return false;
+        }
+        let mut count = 0;
+        let mut held = None;
+        let mut at = chain.head;
+        while at != NO_SLOT {
+            // SAFETY: ours.
+            let state = unsafe { self.slot(at).state() };
+            if state.held_gate == SOURCE_GATE {
+                held = Some(at);
+            }
+            count += 1;
+            at = state.next;
+        }
+        if count != self.view.count {
+            return false;
+        }
+        if let Some(at) = held {
+            // The source gate was passed to us: nobody else can be parked
+            // at it (we hold every token), so just let it go.
+            // SAFETY: ours.
+            unsafe { self.slot(at).state() }.held_gate = NO_GATE;
+            let nobody = self.source_gate().finish();
+            debug_assert!(nobody.is_none(), "a token parked while we hold all");
+        }
+        true
+    }
+
+    /// The whole pipeline on this worker, one item at a time through every
+    /// stage, with no gate and no atomic operation: we hold every token,
+    /// so no other job is inside it, and light items are cheaper run here
+    /// than moved. Returns true when the run is over (the source was
+    /// exhausted or the run cancelled: every token retired), false when
+    /// items turned heavy and should be shared (the chain then holds every
+    /// token, free, and the gates are as a normal run would leave them).
+    ///
+    /// # Safety
+    /// The caller owns the chain, which holds every token of the run, free.
+    unsafe fn run_alone(
+        &self,
+        chain: &mut Chain,
+        retired: &mut u32,
+        worker: &WorkerThread,
+    ) -> bool {
+        let slot = self.slot(chain.head);
+        // SAFETY: ours.
+        let state = unsafe { slot.state() };
+        let item = self.item(slot);
+        // SAFETY: nobody else fetches while we hold every token.
+        let next_sequence = unsafe { &mut *self.next_sequence.get() };
+        let mut over = false;
+        loop {
+            if self.cancelled() {
+                over = true;
+                break;
+            }
+            // SAFETY: the source is ours alone; the cell fits its item.
+            match unwind::halt_unwinding(|| unsafe { self.source.body.fetch(item) }) {
+                Ok(true) => {}
+                Ok(false) => {
+                    over = true;
+                    break;
+                }
+                Err(payload) => {
+                    self.record_panic(payload);
+                    over = true;
+                    break;
+                }
+            }
+            state.sequence = *next_sequence;
+            *next_sequence += 1;
+            state.has_item = true;
+            state.work_ns = 0;
+            state.sampled = state.sequence % SAMPLE_EVERY == 0;
+            for (index, stage) in self.stages.iter().enumerate() {
+                worker.count_task(Rule::Returned);
+                if !state.has_item {
+                    break;
+                }
+                if self.cancelled() {
+                    self.drop_input(index, slot);
+                    state.has_item = false;
+                    break;
+                }
+                self.run_body(stage, slot, state);
+            }
+            state.stage = self.stages.len() as u32 + 1;
+            self.complete_item(slot, state);
+            if self.share_items() {
+                break;
+            }
+            worker.count_task(Rule::Returned);
+        }
+        // Leave the gates as the items we ran would have: every in-order
+        // gate's turn is the next sequence number.
+        for index in 0..self.stages.len() {
+            if let Gate::InOrder(gate) = self.gate(index) {
+                gate.skip_to(*next_sequence);
+            }
+        }
+        if over {
+            self.exhausted.store(true, Ordering::Release);
+            // SAFETY: ours.
+            unsafe { self.retire_chain(chain, retired) };
+        }
+        over
     }
 
     /// Move every token of `chain` to `retired`.
@@ -914,6 +1222,7 @@ impl<'a> Engine<'a> {
                 state.stage = 1;
                 state.has_item = true;
                 state.work_ns = 0;
+                state.sampled = state.sequence % SAMPLE_EVERY == 0;
                 if self.stages.is_empty() {
                     // Nothing after the source: done at once.
                     self.complete_item(slot, state);

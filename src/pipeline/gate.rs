@@ -15,17 +15,17 @@
 //!   parked items wait in a bounded queue.
 //!
 //! Both have the same race window: an item arrives just as the holder
-//! leaves. Each gate keeps everything that decides it in one atomic word,
-//! changed only by read-modify-writes (AcqRel): the turn word of an
-//! in-order gate (an arriving item that parks still writes it, unchanged,
-//! to publish its place), the busy bit and count of parked items of an
-//! any-order gate. Read-modify-writes of one word are totally ordered, so
-//! either the arriver's comes first and the leaver sees the parked item,
-//! or the leaver's comes first and the arriver sees the gate free; one
-//! compare-exchange decides who takes the item: it is never stranded
-//! (parked with the gate free and nobody coming) and never taken twice.
-//! (SeqCst loads and stores across two words would do on hardware, but
-//! loom models SeqCst accesses as AcqRel and cannot check that argument.)
+//! leaves. The in-order gate closes it Dekker's way with SeqCst fences: an
+//! arriver stores its place, fences, then reads the turn; a leaver stores
+//! the turn, fences, then reads the place; the fences are totally ordered,
+//! so one of them sees the other's store. (Fences, not SeqCst accesses:
+//! loom models SeqCst accesses as AcqRel, and a parking item must not
+//! write the turn word, whose cache line stays with the worker running the
+//! stage.) The any-order gate keeps its busy bit and count of parked items
+//! in one word changed only by read-modify-writes (AcqRel), which are
+//! totally ordered. Either way one compare-exchange decides who takes the
+//! item: it is never stranded (parked with the gate free and nobody
+//! coming) and never taken twice.
 //! `tests/loom_gate.rs` checks both gates with loom; `tests/pipeline.rs`
 //! detects two items inside one serial stage.
 //!
@@ -34,7 +34,7 @@
 //! any-order gate's count never exceeds its queue's length, and the gate
 //! is never free with a parked item announced.
 
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering, fence};
 
 /// A slot index (a token) plus one, so that 0 means "empty".
 const EMPTY: u32 = 0;
@@ -63,9 +63,11 @@ pub(crate) struct InOrderGate {
 
 impl InOrderGate {
     pub(crate) fn new(tokens: usize) -> Self {
+        // A power of two, so a place is a mask away, not a division.
+        let places = tokens.next_power_of_two();
         InOrderGate {
             turn: AtomicU64::new(0),
-            ring: (0..tokens).map(|_| AtomicU32::new(EMPTY)).collect(),
+            ring: (0..places).map(|_| AtomicU32::new(EMPTY)).collect(),
         }
     }
 
@@ -79,42 +81,52 @@ impl InOrderGate {
     }
 
     fn place(&self, sequence: u64) -> &AtomicU32 {
-        &self.ring[(sequence % self.ring.len() as u64) as usize]
+        &self.ring[(sequence as usize) & (self.ring.len() - 1)]
     }
 
     /// Item `sequence` (in slot `slot`) arrives.
     pub(crate) fn arrive(&self, sequence: u64, slot: u32) -> Arrival {
         let free = sequence << 1;
-        let mut turn = self.turn.load(Ordering::Relaxed);
-        if turn != free {
-            // Published by the read-modify-write below.
-            self.place(sequence).store(slot + 1, Ordering::Relaxed);
+        if self.turn.load(Ordering::Acquire) == free && self.take(free) {
+            return Arrival::Enter;
         }
-        loop {
-            // Our turn: take the gate. Else write the word back unchanged:
-            // a leaver that comes later in the word's order sees our place.
-            let ours = turn == free;
-            let new = if ours { free | RUNNING } else { turn };
-            match self
-                .turn
-                .compare_exchange(turn, new, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) if ours => {
-                    // Only a later item of this place could write here, and
-                    // it cannot be in flight before this one left.
-                    self.place(sequence).store(EMPTY, Ordering::Relaxed);
-                    return Arrival::Enter;
-                }
-                Ok(_) => return Arrival::Parked,
-                // The turn moved: to us (the leaver had not seen our place
-                // yet), or past us (it had, and took our item for us; we
-                // then write the word back unchanged and are parked). If we
-                // saw it free at first, nobody could move it but us.
-                Err(now) => {
-                    turn = now;
-                }
-            }
+        // Not our turn yet: park, without writing the turn word (its line
+        // stays with the worker running the stage). Dekker with `finish`:
+        // we store our place, fence, look at the turn; the leaver stores
+        // the turn, fences, looks at our place. One sees the other.
+        let place = self.place(sequence);
+        place.store(slot + 1, Ordering::Release);
+        fence(Ordering::SeqCst);
+        if self.turn.load(Ordering::Acquire) == free && self.take(free) {
+            // The leaver missed our place: we go in ourselves.
+            place.store(EMPTY, Ordering::Relaxed);
+            return Arrival::Enter;
         }
+        Arrival::Parked
+    }
+
+    /// Take the gate at turn `free`; false if someone else did.
+    fn take(&self, free: u64) -> bool {
+        self.turn
+            .compare_exchange(free, free | RUNNING, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Items up to `sequence - 1` went through without using the gate (a
+    /// run on one worker holding every token): `sequence` is next. Only
+    /// while nobody else can use the gate.
+    pub(crate) fn skip_to(&self, sequence: u64) {
+        self.turn.store(sequence << 1, Ordering::Relaxed);
+    }
+
+    /// Item `sequence` leaves and hands the gate straight to item
+    /// `sequence + 1`, which its caller owns (it has not arrived yet, and
+    /// will not: it enters without arriving). Items parked behind it wait
+    /// for its `finish`; an arriver looking at the turn meanwhile sees the
+    /// gate running either way, so no fence is needed here.
+    pub(crate) fn pass_on(&self, sequence: u64) {
+        let next = ((sequence + 1) << 1) | RUNNING;
+        self.turn.store(next, Ordering::Release);
     }
 
     /// Item `sequence` leaves (its holder calls this). Returns the slot of
@@ -122,15 +134,11 @@ impl InOrderGate {
     /// for it.
     pub(crate) fn finish(&self, sequence: u64) -> Option<u32> {
         let free = (sequence + 1) << 1;
-        self.turn.swap(free, Ordering::AcqRel);
+        self.turn.store(free, Ordering::Release);
+        fence(Ordering::SeqCst);
         let place = self.place(sequence + 1);
-        let parked = place.load(Ordering::Relaxed);
-        if parked != EMPTY
-            && self
-                .turn
-                .compare_exchange(free, free | RUNNING, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        {
+        let parked = place.load(Ordering::Acquire);
+        if parked != EMPTY && self.take(free) {
             place.store(EMPTY, Ordering::Relaxed);
             return Some(parked - 1);
         }
@@ -286,5 +294,4 @@ impl ParkedQueue {
     fn pop(&self) -> Option<u32> {
         self.queue.lock().pop_front()
     }
-
 }

@@ -281,7 +281,12 @@ pub(crate) fn run_pipeline<T>(
 fn run_on_worker(worker: &WorkerThread, engine: &mut Engine<'_>, tokens: usize) {
     let latch = CountLatch::for_worker(worker.registry().wake_owner(worker.index()));
     latch.add(tokens - 1);
-    let job = engine.prepare(tokens, worker.registry().num_slots(), &latch, worker.region());
+    let job = engine.prepare(
+        tokens,
+        worker.registry().num_slots(),
+        &latch,
+        worker.region(),
+    );
     worker.push(job);
     worker.wait_until(
         latch.as_core().expect("a worker's latch"),

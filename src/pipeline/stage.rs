@@ -152,6 +152,12 @@ unsafe fn drop_value<T>(item: *mut u8) {
     unsafe { item.cast::<T>().drop_in_place() }
 }
 
+/// How to drop a `T` in item memory: nothing to call for a type without
+/// drop glue.
+fn dropper<T>() -> Option<DropFn> {
+    std::mem::needs_drop::<T>().then_some(drop_value::<T> as DropFn)
+}
+
 /// One stage after the source, erased.
 pub(crate) struct Stage<'a> {
     pub(crate) mode: Mode,
@@ -160,7 +166,7 @@ pub(crate) struct Stage<'a> {
     pub(crate) flatten: Option<FlattenFn>,
     /// Drops this stage's output (after `flatten`, the flattened type):
     /// what an item holds between this stage and the next.
-    pub(crate) drop_output: DropFn,
+    pub(crate) drop_output: Option<DropFn>,
     pub(crate) name: Arc<str>,
     /// Whether `name` was given by the user (for `Debug`).
     pub(crate) named: bool,
@@ -170,7 +176,7 @@ pub(crate) struct Stage<'a> {
 /// The source, erased.
 pub(crate) struct SourceStage<'a> {
     pub(crate) body: Box<dyn SourceBody + 'a>,
-    pub(crate) drop_output: DropFn,
+    pub(crate) drop_output: Option<DropFn>,
     pub(crate) name: Arc<str>,
     pub(crate) named: bool,
     pub(crate) pin: Option<usize>,
@@ -187,7 +193,7 @@ impl<'a> SourceStage<'a> {
                 f: UnsafeCell::new(f),
                 _types: PhantomData,
             }),
-            drop_output: drop_value::<T>,
+            drop_output: dropper::<T>(),
             name: Arc::from("source"),
             named: false,
             pin: None,
@@ -208,7 +214,7 @@ impl<'a> Stage<'a> {
                 f: UnsafeCell::new(f),
                 _types: PhantomData::<fn(T) -> U>,
             }),
-            drop_value::<U>,
+            dropper::<U>(),
             index,
         )
     }
@@ -225,12 +231,17 @@ impl<'a> Stage<'a> {
                 f,
                 _types: PhantomData::<fn(T) -> U>,
             }),
-            drop_value::<U>,
+            dropper::<U>(),
             index,
         )
     }
 
-    fn erased(mode: Mode, body: Box<dyn Body + 'a>, drop_output: DropFn, index: usize) -> Self {
+    fn erased(
+        mode: Mode,
+        body: Box<dyn Body + 'a>,
+        drop_output: Option<DropFn>,
+        index: usize,
+    ) -> Self {
         Stage {
             mode,
             body,
@@ -246,7 +257,7 @@ impl<'a> Stage<'a> {
     /// a filtered item.
     pub(crate) fn flatten_to<T: Send + 'a>(&mut self) {
         self.flatten = Some(flatten::<T>);
-        self.drop_output = drop_value::<T>;
+        self.drop_output = dropper::<T>();
     }
 }
 
