@@ -120,6 +120,9 @@ struct SlotState {
     next: u32,
     /// Stage work timed for this item so far (sampled items only).
     work_ns: u64,
+    /// It reached an in-order gate before its turn and waits in its chain
+    /// (`Step::Wait`).
+    waiting: bool,
     /// This item's stage work is timed (one in `SAMPLE_EVERY`).
     sampled: bool,
 }
@@ -135,6 +138,7 @@ impl SlotState {
             routed: false,
             next: NO_SLOT,
             work_ns: 0,
+            waiting: false,
             sampled: false,
         }
     }
@@ -247,8 +251,10 @@ pub(crate) struct Engine<'a> {
     tokens: Option<Tokens>,
     /// Points into `tokens` while a run is prepared.
     view: RunView,
-    /// Written by the holder of the source gate only.
-    next_sequence: UnsafeCell<u64>,
+    /// Written by the holder of the source gate only, at every fetch: on a
+    /// line of its own, away from the fields every step reads (sharing one
+    /// cost heavy pipelines a fifth of their time).
+    next_sequence: CachePadded<UnsafeCell<u64>>,
     exhausted: AtomicBool,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     /// The run's latch, on its caller's stack.
@@ -257,8 +263,9 @@ pub(crate) struct Engine<'a> {
     /// The pool's workers, for the batch size when items are shared.
     workers: AtomicU32,
     /// Measured stage work per item (nanoseconds, a moving average over
-    /// the sampled items; kept from run to run).
-    work_per_item: AtomicU32,
+    /// the sampled items; kept from run to run). Written per sampled item:
+    /// on a line of its own.
+    work_per_item: CachePadded<AtomicU32>,
     pub(crate) used_shared_queue: SharedQueueFlag,
 }
 
@@ -288,6 +295,10 @@ enum Step<'e> {
     /// It stays parked, and this other item, whose gate we now hold, takes
     /// its place at the front.
     Replaced(&'e Slot),
+    /// Not its turn at an in-order gate yet: it keeps its place (and its
+    /// token stays with this worker) while items behind it with stages to
+    /// run go first; it parks only when nothing else is left to do.
+    Wait,
 }
 
 impl<'a> Engine<'a> {
@@ -299,13 +310,13 @@ impl<'a> Engine<'a> {
             cancel: Arc::new(CancelFlag::default()),
             tokens: None,
             view: RunView::EMPTY,
-            next_sequence: UnsafeCell::new(0),
+            next_sequence: CachePadded::new(UnsafeCell::new(0)),
             exhausted: AtomicBool::new(false),
             panic: Mutex::new(None),
             latch: AtomicPtr::new(ptr::null_mut()),
             region: AtomicU64::new(Region::NONE.to_bits()),
             workers: AtomicU32::new(1),
-            work_per_item: AtomicU32::new(UNMEASURED),
+            work_per_item: CachePadded::new(AtomicU32::new(UNMEASURED)),
             used_shared_queue: SharedQueueFlag::new(),
         }
     }
@@ -485,6 +496,13 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// The trace name of a step that found stage number `stage` not ready
+    /// (parked, deferred or routed: no stage ran).
+    #[cold]
+    fn waits_name(&self, stage: u32) -> Arc<str> {
+        Arc::from(format!("{} (waits)", self.stage_name(stage)))
+    }
+
     /// The name of the slot's next stage (for its trace record).
     fn stage_name(&self, stage: u32) -> Arc<str> {
         match stage as usize {
@@ -544,11 +562,14 @@ impl<'a> Engine<'a> {
                     worker.count_task(Rule::OwnDeque);
                 }
                 counted = false;
-                let name = tracing.then(|| self.source.name.clone());
                 // SAFETY: the chain is ours.
-                unsafe { self.refill(&mut chain, &mut retired, worker) };
+                let fetched = unsafe { self.refill(&mut chain, &mut retired, worker) };
                 if tracing {
-                    worker.set_trace_name(name);
+                    worker.set_trace_name(Some(if fetched {
+                        self.source.name.clone()
+                    } else {
+                        self.waits_name(0)
+                    }));
                     if chain.head != NO_SLOT {
                         // SAFETY: not our last units: the chain holds some.
                         unsafe { self.release(retired) };
@@ -557,7 +578,19 @@ impl<'a> Engine<'a> {
                 }
                 continue;
             }
-            // Carry the front item as far as it goes (rule 1).
+            // The item to carry on: the front, unless it waits for its turn
+            // at an in-order gate and an item behind it has a stage to run
+            // first; then that one, and the front keeps its place.
+            // SAFETY: the chain is ours.
+            let (current, before) = match unsafe { self.runnable_behind(front, state) } {
+                Some(pair) => pair,
+                None => (front, None),
+            };
+            // Nothing else to do: the front must go in, or park.
+            let force = state.waiting && before.is_none();
+            // SAFETY: ours.
+            let cur_state = unsafe { current.state() };
+            // Carry it as far as it goes (rule 1).
             let mut rule = came_by;
             came_by = Rule::OwnDeque;
             loop {
@@ -565,33 +598,53 @@ impl<'a> Engine<'a> {
                     worker.count_task(rule);
                 }
                 counted = false;
-                let name = tracing.then(|| self.stage_name(state.stage));
+                let stage_number = cur_state.stage;
+                let name = tracing.then(|| self.stage_name(stage_number));
                 // Read before the step: the item may be given away in it.
-                let behind = state.next;
-                // SAFETY: the chain is ours, and `front` is its head.
-                let step = unsafe { self.step(front, &mut chain, worker) };
-                match step {
-                    Step::Same => {}
-                    Step::Gone => {
-                        chain.head = behind;
-                        if behind == NO_SLOT {
-                            chain.tail = NO_SLOT;
-                        }
+                let behind = cur_state.next;
+                // SAFETY: the chain is ours, and `current` is in it.
+                let step = unsafe { self.step(current, &mut chain, worker, force) };
+                let unlink = |chain: &mut Chain, replacement: u32| {
+                    let next = if replacement == NO_SLOT {
+                        behind
+                    } else {
+                        replacement
+                    };
+                    match before {
+                        // SAFETY: ours.
+                        Some(prev) => unsafe { prev.state() }.next = next,
+                        None => chain.head = next,
                     }
+                    if chain.tail == current.index {
+                        chain.tail = match (replacement, before) {
+                            (NO_SLOT, Some(prev)) => prev.index,
+                            (NO_SLOT, None) => NO_SLOT,
+                            (r, _) => r,
+                        };
+                    }
+                };
+                match step {
+                    Step::Same | Step::Wait => {}
+                    Step::Gone => unlink(&mut chain, NO_SLOT),
                     Step::Completed => {
                         // Still ours: a free token now, to the back. (A
                         // hand-over may have put an item right behind it.)
-                        self.pop_front(&mut chain);
+                        let behind = cur_state.next;
+                        match before {
+                            // SAFETY: ours.
+                            Some(prev) => unsafe { prev.state() }.next = behind,
+                            None => chain.head = behind,
+                        }
+                        if chain.tail == current.index {
+                            chain.tail = before.map_or(NO_SLOT, |p| p.index);
+                        }
                         // SAFETY: ours.
-                        unsafe { self.push_back(&mut chain, front) };
+                        unsafe { self.push_back(&mut chain, current) };
                     }
                     Step::Replaced(other) => {
-                        // SAFETY: the gate made it ours; `front` is parked.
+                        // SAFETY: the gate made it ours; `current` is parked.
                         unsafe { other.state() }.next = behind;
-                        chain.head = other.index;
-                        if behind == NO_SLOT {
-                            chain.tail = other.index;
-                        }
+                        unlink(&mut chain, other.index);
                     }
                 }
                 if tracing {
@@ -606,6 +659,10 @@ impl<'a> Engine<'a> {
                         Step::Same => Rule::Returned,
                         _ => Rule::OwnDeque,
                     };
+                    if matches!(step, Step::Gone | Step::Wait) {
+                        // It waits: no stage ran.
+                        worker.set_trace_name(Some(self.waits_name(stage_number)));
+                    }
                     return Some(self.next_job(&chain, rule));
                 }
                 match step {
@@ -681,7 +738,9 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Advance the item in `slot` (the chain's head) by one stage.
+    /// Advance the item in `slot` (in the chain) by one stage. With `force`,
+    /// an item that is not yet its turn at an in-order gate parks there;
+    /// without, it just waits in the chain.
     ///
     /// # Safety
     /// The caller owns the chain.
@@ -690,6 +749,7 @@ impl<'a> Engine<'a> {
         slot: &'e Slot,
         chain: &mut Chain,
         worker: &WorkerThread,
+        force: bool,
     ) -> Step<'e> {
         // SAFETY: owned per the contract.
         let state = unsafe { slot.state() };
@@ -748,7 +808,7 @@ impl<'a> Engine<'a> {
                     }
                     if let Some(next) = gate.finish() {
                         // SAFETY: the gate handed `next` to us.
-                        unsafe { self.hand_over(chain, next, worker) };
+                        unsafe { self.hand_over(chain, slot, next, worker) };
                     }
                 }
             }
@@ -758,9 +818,16 @@ impl<'a> Engine<'a> {
                 } else if state.reserved_gate == state.stage {
                     state.reserved_gate = NO_GATE;
                 } else {
+                    if !force && !gate.is_turn(state.sequence) {
+                        state.waiting = true;
+                        return Step::Wait;
+                    }
                     match gate.arrive(state.sequence, slot.index) {
-                        Arrival::Enter => {}
-                        Arrival::Parked | Arrival::Switch(_) => return Step::Gone,
+                        Arrival::Enter => state.waiting = false,
+                        Arrival::Parked | Arrival::Switch(_) => {
+                            state.waiting = false;
+                            return Step::Gone;
+                        }
                     }
                 }
                 if state.has_item {
@@ -776,7 +843,7 @@ impl<'a> Engine<'a> {
                     unsafe { self.slot(state.next).state() }.reserved_gate = state.stage;
                 } else if let Some(next) = gate.finish(state.sequence) {
                     // SAFETY: the gate handed `next` to us.
-                    unsafe { self.hand_over(chain, next, worker) };
+                    unsafe { self.hand_over(chain, slot, next, worker) };
                 }
             }
         }
@@ -786,6 +853,45 @@ impl<'a> Engine<'a> {
             return Step::Completed;
         }
         Step::Same
+    }
+
+    /// If the front waits for its turn at an in-order gate: the first item
+    /// behind it with a stage to run before that gate, and the slot before
+    /// that item in the chain. (None if the front does not wait, its turn
+    /// has come, or nothing behind it can run.)
+    ///
+    /// # Safety
+    /// The caller owns the chain.
+    unsafe fn runnable_behind<'e>(
+        &'e self,
+        front: &'e Slot,
+        state: &SlotState,
+    ) -> Option<(&'e Slot, Option<&'e Slot>)> {
+        if !state.waiting {
+            return None;
+        }
+        if let Gate::InOrder(gate) = self.gate(state.stage as usize - 1)
+            && gate.is_turn(state.sequence)
+        {
+            return None;
+        }
+        let mut prev = front;
+        // SAFETY: ours.
+        let mut at = unsafe { prev.state() }.next;
+        while at != NO_SLOT {
+            let slot = self.slot(at);
+            // SAFETY: ours.
+            let s = unsafe { slot.state() };
+            if s.stage == 0 {
+                return None;
+            }
+            if s.stage < state.stage {
+                return Some((slot, Some(prev)));
+            }
+            prev = slot;
+            at = s.next;
+        }
+        None
     }
 
     /// Is the item behind `front` in its chain the one with sequence
@@ -804,13 +910,19 @@ impl<'a> Engine<'a> {
     }
 
     /// A serial stage handed us the next parked item (rule 2): it joins our
-    /// chain right behind the current item (the chain's head), or, when
+    /// chain right behind the current item, or, when
     /// items are shared between workers, becomes a job of its own on our
     /// deque.
     ///
     /// # Safety
     /// The caller owns the chain; the gate made `next` ours.
-    unsafe fn hand_over(&self, chain: &mut Chain, next: u32, worker: &WorkerThread) {
+    unsafe fn hand_over(
+        &self,
+        chain: &mut Chain,
+        current: &Slot,
+        next: u32,
+        worker: &WorkerThread,
+    ) {
         let next = self.slot(next);
         // SAFETY: handed to us by the gate.
         let state = unsafe { next.state() };
@@ -823,11 +935,11 @@ impl<'a> Engine<'a> {
             // SAFETY: ours, given up here.
             unsafe { self.schedule(next, worker) };
         } else {
-            // SAFETY: the chain is ours; its head is the current item.
-            let front = unsafe { self.slot(chain.head).state() };
-            state.next = front.next;
-            front.next = next.index;
-            if chain.tail == chain.head {
+            // SAFETY: the chain is ours, `current` in it.
+            let current_state = unsafe { current.state() };
+            state.next = current_state.next;
+            current_state.next = next.index;
+            if chain.tail == current.index {
                 chain.tail = next.index;
             }
         }
@@ -905,23 +1017,23 @@ impl<'a> Engine<'a> {
 
     /// The chain holds only free tokens: take the source gate and fetch a
     /// batch (see the module documentation). Tokens that find the source
-    /// exhausted move to `retired`.
+    /// exhausted move to `retired`. Returns whether it fetched anything.
     ///
     /// # Safety
     /// The caller owns the chain.
-    unsafe fn refill(&self, chain: &mut Chain, retired: &mut u32, worker: &WorkerThread) {
+    unsafe fn refill(&self, chain: &mut Chain, retired: &mut u32, worker: &WorkerThread) -> bool {
         let gate = self.source_gate();
         // SAFETY: the chain is ours.
         if unsafe { self.alone(chain, worker) } {
             // SAFETY: the chain is ours and holds every token.
             if unsafe { self.run_alone(chain, retired, worker) } {
-                return;
+                return true;
             }
         }
         // Take the gate (or park our tokens at it).
         loop {
             if chain.head == NO_SLOT {
-                return;
+                return false;
             }
             let front = self.slot(chain.head);
             // SAFETY: ours.
@@ -938,7 +1050,7 @@ impl<'a> Engine<'a> {
                 };
                 // SAFETY: ours, given up here.
                 unsafe { self.schedule(self.slot(head), worker) };
-                return;
+                return false;
             }
             state.routed = false;
             if state.held_gate == SOURCE_GATE {
@@ -949,7 +1061,7 @@ impl<'a> Engine<'a> {
             if self.exhausted.load(Ordering::Acquire) {
                 // SAFETY: ours.
                 unsafe { self.retire_chain(chain, retired) };
-                return;
+                return false;
             }
             // Off the chain before arriving: a parked token may be taken
             // by the gate's holder at once.
@@ -1053,6 +1165,7 @@ impl<'a> Engine<'a> {
             }
         }
         *chain = items;
+        fetched > 0
     }
 
     /// Do we hold every token of the run, free, with light items and no

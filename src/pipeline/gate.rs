@@ -105,6 +105,12 @@ impl InOrderGate {
         Arrival::Parked
     }
 
+    /// Is it item `sequence`'s turn (the gate free for it)? A hint: a plain
+    /// read of the turn word.
+    pub(crate) fn is_turn(&self, sequence: u64) -> bool {
+        self.turn.load(Ordering::Relaxed) == sequence << 1
+    }
+
     /// Take the gate at turn `free`; false if someone else did.
     fn take(&self, free: u64) -> bool {
         self.turn
