@@ -63,8 +63,8 @@ fn analyse(index: u64, text: &str, stop_words: &HashSet<&str>) -> Analysis {
 /// A deterministic text of about `bytes` bytes (no file needed).
 fn generated_text(bytes: usize) -> impl Read {
     const WORDS: [&str; 16] = [
-        "the", "pipeline", "moves", "a", "chunk", "of", "text", "through", "its", "stages",
-        "and", "every", "worker", "keeps", "its", "cache",
+        "the", "pipeline", "moves", "a", "chunk", "of", "text", "through", "its", "stages", "and",
+        "every", "worker", "keeps", "its", "cache",
     ];
     let mut text = String::with_capacity(bytes + 100);
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
@@ -170,7 +170,10 @@ fn main() {
         elapsed.as_secs_f64() * 1e3,
         mib / elapsed.as_secs_f64()
     );
-    println!("chunks analysed per worker: {:?}", analysed_by.lock().unwrap());
+    println!(
+        "chunks analysed per worker: {:?}",
+        analysed_by.lock().unwrap()
+    );
     let on_pin = tally_workers[0] as f64 / index.max(1) as f64;
     println!(
         "tally runs per worker: {tally_workers:?} ({:.1}% on its pinned worker 0)",

@@ -644,6 +644,13 @@ fn the_trace_names_every_stage_execution_and_stats_add_up() {
 
 fn the_trace_names_every_stage_execution_and_stats_add_up_body() {
     let pool = Pool::builder().num_threads(2).trace(true).build().unwrap();
+    // Several runs: which steps wait (and must be named so) varies.
+    for _ in 0..20 {
+        trace_one_run(&pool);
+    }
+}
+
+fn trace_one_run(pool: &Pool) {
     let mut i = 0u32;
     let mut p = Pipeline::new(|| {
         i += 1;

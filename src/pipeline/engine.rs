@@ -588,6 +588,10 @@ impl<'a> Engine<'a> {
             };
             // Nothing else to do: the front must go in, or park.
             let force = state.waiting && before.is_none();
+            // An item behind the waiting front cannot have its turn at the
+            // front's gate before the front: no need to read the turn word
+            // (a cache miss whenever another worker took or left the gate).
+            let blocked_at = if before.is_some() { state.stage } else { 0 };
             // SAFETY: ours.
             let cur_state = unsafe { current.state() };
             // Carry it as far as it goes (rule 1).
@@ -603,7 +607,7 @@ impl<'a> Engine<'a> {
                 // Read before the step: the item may be given away in it.
                 let behind = cur_state.next;
                 // SAFETY: the chain is ours, and `current` is in it.
-                let step = unsafe { self.step(current, &mut chain, worker, force) };
+                let step = unsafe { self.step(current, &mut chain, worker, force, blocked_at) };
                 let unlink = |chain: &mut Chain, replacement: u32| {
                     let next = if replacement == NO_SLOT {
                         behind
@@ -648,7 +652,12 @@ impl<'a> Engine<'a> {
                     }
                 }
                 if tracing {
-                    worker.set_trace_name(name);
+                    if matches!(step, Step::Gone | Step::Wait) {
+                        // It waits: no stage ran.
+                        worker.set_trace_name(Some(self.waits_name(stage_number)));
+                    } else {
+                        worker.set_trace_name(name);
+                    }
                     if chain.head == NO_SLOT {
                         break;
                     }
@@ -659,10 +668,6 @@ impl<'a> Engine<'a> {
                         Step::Same => Rule::Returned,
                         _ => Rule::OwnDeque,
                     };
-                    if matches!(step, Step::Gone | Step::Wait) {
-                        // It waits: no stage ran.
-                        worker.set_trace_name(Some(self.waits_name(stage_number)));
-                    }
                     return Some(self.next_job(&chain, rule));
                 }
                 match step {
@@ -740,7 +745,9 @@ impl<'a> Engine<'a> {
 
     /// Advance the item in `slot` (in the chain) by one stage. With `force`,
     /// an item that is not yet its turn at an in-order gate parks there;
-    /// without, it just waits in the chain.
+    /// without, it just waits in the chain. An item at stage `blocked_at`
+    /// waits without a look at the turn: an item ahead of it in the chain
+    /// waits there.
     ///
     /// # Safety
     /// The caller owns the chain.
@@ -750,6 +757,7 @@ impl<'a> Engine<'a> {
         chain: &mut Chain,
         worker: &WorkerThread,
         force: bool,
+        blocked_at: u32,
     ) -> Step<'e> {
         // SAFETY: owned per the contract.
         let state = unsafe { slot.state() };
@@ -818,7 +826,7 @@ impl<'a> Engine<'a> {
                 } else if state.reserved_gate == state.stage {
                     state.reserved_gate = NO_GATE;
                 } else {
-                    if !force && !gate.is_turn(state.sequence) {
+                    if !force && (state.stage == blocked_at || !gate.is_turn(state.sequence)) {
                         state.waiting = true;
                         return Step::Wait;
                     }
