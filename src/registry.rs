@@ -31,7 +31,7 @@ use crate::region;
 use crate::shared_queue::SharedQueue;
 use crate::sleep::Sleep;
 use crate::stats::{Stats, WorkerCounters};
-use crate::sync::{AtomicBool, AtomicU64, Ordering, fence};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, Ordering, fence, hint, thread};
 use crate::task::{Dispatch, ReadyNode, TaskRef};
 use crate::topology::{CoreInfo, Pinning, Topology, VictimTiers};
 use crate::trace::{self, Trace, TraceBuffer};
@@ -40,6 +40,7 @@ use crate::worker::{GUEST_STACK_BUDGET, WorkerGuard, WorkerThread, default_threa
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::any::Any;
+use std::ptr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -56,6 +57,10 @@ struct ThreadInfo {
     /// On a line of its own: the owner writes it per task, while thieves
     /// read `stealer` per steal attempt.
     counters: CachePadded<WorkerCounters>,
+    /// The pipeline engine whose job this slot's thread is executing (the
+    /// innermost one; null if none): the run's caller frees nothing until
+    /// no slot names its engine (`wait_until_left`). Written by the owner.
+    inside_engine: CachePadded<AtomicPtr<()>>,
     /// Set when the pool shuts down; the worker's main loop waits on it.
     terminate: CoreLatch,
     /// This worker's trace records (with `Builder::trace(true)`).
@@ -121,6 +126,7 @@ impl Registry {
                     mailbox: Mailbox::default(),
                     fifo: WorkerFifo::new(index),
                     counters: CachePadded::new(WorkerCounters::default()),
+                    inside_engine: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
                     terminate: CoreLatch::new(),
                     trace: TraceBuffer::default(),
                 })
@@ -205,6 +211,46 @@ impl Registry {
     #[inline]
     pub(crate) fn counters(&self, index: usize) -> &WorkerCounters {
         &self.thread_infos[index].counters
+    }
+
+    /// Slot `index`'s thread starts executing a job of pipeline engine
+    /// `engine`; returns the engine it was inside before (nested runs),
+    /// for `left_engine`. No ordering needed on this store: the thread owns
+    /// a token of the run now, and gives it away (or retires it) only by
+    /// release operations that the run's caller acquires before it looks.
+    pub(crate) fn entered_engine(&self, index: usize, engine: *mut ()) -> *mut () {
+        let inside = &self.thread_infos[index].inside_engine;
+        let outer = inside.load(Ordering::Relaxed);
+        inside.store(engine, Ordering::Relaxed);
+        outer
+    }
+
+    /// Slot `index`'s thread is done with the engine it entered last: it
+    /// is inside `outer` again. Release: its last touches of the engine
+    /// happen before the caller frees it.
+    pub(crate) fn left_engine(&self, index: usize, outer: *mut ()) {
+        self.thread_infos[index]
+            .inside_engine
+            .store(outer, Ordering::Release);
+    }
+
+    /// For the caller of a pipeline run whose last token retired: wait
+    /// until no thread is still inside `engine`'s code (a thread that gave
+    /// away or retired the last token returns from the engine a moment
+    /// later; until it has, the engine must not be freed).
+    pub(crate) fn wait_until_left(&self, engine: *mut ()) {
+        for info in self.thread_infos.iter() {
+            let mut spins = 0u32;
+            while info.inside_engine.load(Ordering::Acquire) == engine {
+                spins += 1;
+                if spins < 64 {
+                    hint::spin_loop();
+                } else {
+                    // Preempted on its way out: let it run.
+                    thread::yield_now();
+                }
+            }
+        }
     }
 
     #[inline]

@@ -31,8 +31,12 @@
 //!
 //! The run's latch counts tokens: each token releases its unit when it
 //! finds the source exhausted (or the run cancelled), as the last thing
-//! its job does, since the caller returns, and may drop the pipeline, as
-//! soon as the last unit is gone.
+//! its job does. The thread that released the last unit, or gave away its
+//! last token, may still be on its way out of the engine's code, holding
+//! references into it: each slot of the pool notes the engine it is inside
+//! (`Registry::entered_engine`), and the caller frees nothing until no
+//! slot names this one (`Registry::wait_until_left`). Miri's borrow models
+//! check this in `tests/miri_pipeline.rs`.
 //!
 //! Cancellation and panics: the source stops (it counts as exhausted), and
 //! items in flight are dropped at their next stage, without running it; an
@@ -40,8 +44,9 @@
 //! running them), so every gate's turn stays whole.
 //!
 //! Invariants: a slot's state is touched only by its current owner, the
-//! job whose chain holds it; ownership passes through the gates and the
-//! job queues. In a chain, items come before free tokens, and items are in
+//! job whose chain holds it, and never after the owner handed it on (to a
+//! gate or a job queue, which is how ownership passes); the state is made
+//! of cells, as the owner often holds two references to one slot. In a chain, items come before free tokens, and items are in
 //! source order. At most `tokens` items are in flight. Every token ends its
 //! run by releasing its unit exactly once.
 
@@ -50,6 +55,7 @@ use super::stage::{Mode, SourceStage, Stage};
 use crate::job::{JobRef, Next};
 use crate::latch::CountLatch;
 use crate::region::Region;
+use crate::registry::Registry;
 use crate::stats::Rule;
 use crate::task::Dispatch;
 use crate::unwind;
@@ -58,7 +64,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::alloc::{self, Layout};
 use std::any::Any;
-use std::cell::UnsafeCell;
+use std::cell::Cell;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
@@ -99,47 +105,49 @@ impl crate::graph::CancelTarget for CancelFlag {
     }
 }
 
-/// One token's state; touched by its current owner only.
+/// One token's state; touched by its current owner only. Cells, so that
+/// the owner may hold several references to it at once (the front of a
+/// chain and the item being carried are often the same slot).
 struct SlotState {
-    sequence: u64,
+    sequence: Cell<u64>,
     /// 0: a free token (at the source); 1..=n: the user stage to run next.
-    stage: u32,
+    stage: Cell<u32>,
     /// False for an item filtered out, dropped on cancel, or consumed by a
     /// panicking stage: it passes the in-order gates without running.
-    has_item: bool,
+    has_item: Cell<bool>,
     /// We hold the gate of this stage (its number; `SOURCE` for the source
     /// gate): handed over by its holder (rule 2), or the source passed on.
-    held_gate: u32,
+    held_gate: Cell<u32>,
     /// We hold this later in-order stage's gate in advance: the item before
     /// us in our chain passed it on to us (`InOrderGate::pass_on`).
-    reserved_gate: u32,
+    reserved_gate: Cell<u32>,
     /// Already routed to the worker `stage` is pinned to: if a proxy sent
     /// it elsewhere, it runs there rather than bouncing.
-    routed: bool,
+    routed: Cell<bool>,
     /// The next slot of the chain that owns this one.
-    next: u32,
+    next: Cell<u32>,
     /// Stage work timed for this item so far (sampled items only).
-    work_ns: u64,
+    work_ns: Cell<u64>,
     /// It reached an in-order gate before its turn and waits in its chain
     /// (`Step::Wait`).
-    waiting: bool,
+    waiting: Cell<bool>,
     /// This item's stage work is timed (one in `SAMPLE_EVERY`).
-    sampled: bool,
+    sampled: Cell<bool>,
 }
 
 impl SlotState {
     const fn new() -> Self {
         SlotState {
-            sequence: 0,
-            stage: 0,
-            has_item: false,
-            held_gate: NO_GATE,
-            reserved_gate: NO_GATE,
-            routed: false,
-            next: NO_SLOT,
-            work_ns: 0,
-            waiting: false,
-            sampled: false,
+            sequence: Cell::new(0),
+            stage: Cell::new(0),
+            has_item: Cell::new(false),
+            held_gate: Cell::new(NO_GATE),
+            reserved_gate: Cell::new(NO_GATE),
+            routed: Cell::new(false),
+            next: Cell::new(NO_SLOT),
+            work_ns: Cell::new(0),
+            waiting: Cell::new(false),
+            sampled: Cell::new(false),
         }
     }
 }
@@ -149,7 +157,7 @@ impl SlotState {
 pub(crate) struct Slot {
     engine: *const Engine<'static>,
     index: u32,
-    state: UnsafeCell<SlotState>,
+    state: SlotState,
 }
 
 // SAFETY: a slot's state is owned by one job at a time (see the module
@@ -161,10 +169,8 @@ unsafe impl Send for Slot {}
 impl Slot {
     /// # Safety
     /// The caller owns the slot right now.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn state(&self) -> &mut SlotState {
-        // SAFETY: per the contract, nobody else touches it meanwhile.
-        unsafe { &mut *self.state.get() }
+    unsafe fn state(&self) -> &SlotState {
+        &self.state
     }
 }
 
@@ -214,7 +220,9 @@ struct Tokens {
     count: usize,
     slots: Box<[Slot]>,
     items: ItemMemory,
-    source_gate: AnyOrderGate,
+    /// On lines of its own: its state word and the next sequence number
+    /// move with the holder.
+    source_gate: CachePadded<AnyOrderGate>,
     gates: Box<[Gate]>,
 }
 
@@ -222,7 +230,7 @@ struct Tokens {
 /// that the hot path does not unwrap an `Option` and check bounds each
 /// time it looks at a slot (it did: 50 instructions of an item's 480).
 struct RunView {
-    slots: *const Slot,
+    slots: *mut Slot,
     gates: *const Gate,
     source_gate: *const AnyOrderGate,
     items: *mut u8,
@@ -232,7 +240,7 @@ struct RunView {
 
 impl RunView {
     const EMPTY: RunView = RunView {
-        slots: ptr::null(),
+        slots: ptr::null_mut(),
         gates: ptr::null(),
         source_gate: ptr::null(),
         items: ptr::null_mut(),
@@ -251,10 +259,6 @@ pub(crate) struct Engine<'a> {
     tokens: Option<Tokens>,
     /// Points into `tokens` while a run is prepared.
     view: RunView,
-    /// Written by the holder of the source gate only, at every fetch: on a
-    /// line of its own, away from the fields every step reads (sharing one
-    /// cost heavy pipelines a fifth of their time).
-    next_sequence: CachePadded<UnsafeCell<u64>>,
     exhausted: AtomicBool,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     /// The run's latch, on its caller's stack.
@@ -271,7 +275,7 @@ pub(crate) struct Engine<'a> {
 
 // SAFETY: stage bodies are `Sync` (serial ones by their gates), items are
 // `Send`, and everything else is atomics or owned by one slot holder at a
-// time; `next_sequence` is touched by the source gate's holder only; the
+// time (the source's sequence counter by the source gate's holder); the
 // view's pointers point into the engine's own tokens.
 unsafe impl Sync for Engine<'_> {}
 // SAFETY: as above; every closure and item type is `Send`.
@@ -310,7 +314,6 @@ impl<'a> Engine<'a> {
             cancel: Arc::new(CancelFlag::default()),
             tokens: None,
             view: RunView::EMPTY,
-            next_sequence: CachePadded::new(UnsafeCell::new(0)),
             exhausted: AtomicBool::new(false),
             panic: Mutex::new(None),
             latch: AtomicPtr::new(ptr::null_mut()),
@@ -335,7 +338,6 @@ impl<'a> Engine<'a> {
         if self.tokens.as_ref().is_none_or(|t| t.count != tokens) {
             self.tokens = Some(self.make_tokens(tokens));
         }
-        let engine = ptr::from_ref::<Engine<'a>>(self).cast::<Engine<'static>>();
         let toks = self.tokens.as_mut().expect("tokens made above");
         toks.source_gate.reset();
         for gate in toks.gates.iter() {
@@ -345,28 +347,19 @@ impl<'a> Engine<'a> {
                 Gate::AnyOrder(g) => g.reset(),
             }
         }
-        let last = tokens as u32 - 1;
-        for slot in toks.slots.iter_mut() {
-            slot.engine = engine;
-            *slot.state.get_mut() = SlotState {
-                next: if slot.index == last {
-                    NO_SLOT
-                } else {
-                    slot.index + 1
-                },
-                ..SlotState::new()
-            };
-        }
-        let toks = self.tokens.as_ref().expect("tokens made above");
+        // Pointer discipline (checked by Miri's borrow models): during the
+        // run, the slots are reached only through this one raw pointer, and
+        // the engine only through `engine` below, taken after the last
+        // write to the engine through `self`.
+        let slots = toks.slots.as_mut_ptr();
         self.view = RunView {
-            slots: toks.slots.as_ptr(),
+            slots,
             gates: toks.gates.as_ptr(),
-            source_gate: &toks.source_gate,
+            source_gate: &*toks.source_gate,
             items: toks.items.base.as_ptr(),
             stride: toks.items.stride,
             count: toks.count,
         };
-        *self.next_sequence.get_mut() = 0;
         *self.exhausted.get_mut() = false;
         *self.panic.get_mut() = None;
         self.latch
@@ -374,7 +367,23 @@ impl<'a> Engine<'a> {
         self.region.store(region.to_bits(), Ordering::Relaxed);
         self.workers.store(workers as u32, Ordering::Relaxed);
         self.used_shared_queue.reset();
-        self.job(&self.tokens.as_ref().expect("made").slots[0])
+        let engine = ptr::from_ref::<Engine<'a>>(self).cast::<Engine<'static>>();
+        let last = tokens as u32 - 1;
+        for index in 0..tokens {
+            // SAFETY: `index` is below the slot count; no job of this run
+            // exists yet, so nobody else looks at the slots.
+            let slot = unsafe { &mut *slots.add(index) };
+            slot.engine = engine;
+            slot.state = SlotState {
+                next: Cell::new(if slot.index == last {
+                    NO_SLOT
+                } else {
+                    slot.index + 1
+                }),
+                ..SlotState::new()
+            };
+        }
+        self.job(self.slot(0))
     }
 
     fn make_tokens(&self, count: usize) -> Tokens {
@@ -384,11 +393,11 @@ impl<'a> Engine<'a> {
                 .map(|index| Slot {
                     engine: ptr::null(),
                     index,
-                    state: UnsafeCell::new(SlotState::new()),
+                    state: SlotState::new(),
                 })
                 .collect(),
             items: ItemMemory::new(self.item_layout, count),
-            source_gate: AnyOrderGate::new(count),
+            source_gate: CachePadded::new(AnyOrderGate::new(count)),
             gates: self
                 .stages
                 .iter()
@@ -520,9 +529,9 @@ impl<'a> Engine<'a> {
     unsafe fn schedule(&self, slot: &Slot, worker: &WorkerThread) {
         // SAFETY: owned per the contract, until the push below.
         let state = unsafe { slot.state() };
-        match self.pin_of(state.stage) {
+        match self.pin_of(state.stage.get()) {
             Some(pin) if pin != worker.index() => {
-                state.routed = true;
+                state.routed.set(true);
                 worker.registry().route(
                     self.job(slot),
                     Dispatch::Spawn,
@@ -556,7 +565,7 @@ impl<'a> Engine<'a> {
             let front = self.slot(chain.head);
             // SAFETY: the chain is ours.
             let state = unsafe { front.state() };
-            if state.stage == 0 {
+            if state.stage.get() == 0 {
                 // Only tokens left: fetch a batch.
                 if !counted {
                     worker.count_task(Rule::OwnDeque);
@@ -587,11 +596,15 @@ impl<'a> Engine<'a> {
                 None => (front, None),
             };
             // Nothing else to do: the front must go in, or park.
-            let force = state.waiting && before.is_none();
+            let force = state.waiting.get() && before.is_none();
             // An item behind the waiting front cannot have its turn at the
             // front's gate before the front: no need to read the turn word
             // (a cache miss whenever another worker took or left the gate).
-            let blocked_at = if before.is_some() { state.stage } else { 0 };
+            let blocked_at = if before.is_some() {
+                state.stage.get()
+            } else {
+                0
+            };
             // SAFETY: ours.
             let cur_state = unsafe { current.state() };
             // Carry it as far as it goes (rule 1).
@@ -602,10 +615,10 @@ impl<'a> Engine<'a> {
                     worker.count_task(rule);
                 }
                 counted = false;
-                let stage_number = cur_state.stage;
+                let stage_number = cur_state.stage.get();
                 let name = tracing.then(|| self.stage_name(stage_number));
                 // Read before the step: the item may be given away in it.
-                let behind = cur_state.next;
+                let behind = cur_state.next.get();
                 // SAFETY: the chain is ours, and `current` is in it.
                 let step = unsafe { self.step(current, &mut chain, worker, force, blocked_at) };
                 let unlink = |chain: &mut Chain, replacement: u32| {
@@ -616,7 +629,7 @@ impl<'a> Engine<'a> {
                     };
                     match before {
                         // SAFETY: ours.
-                        Some(prev) => unsafe { prev.state() }.next = next,
+                        Some(prev) => unsafe { prev.state() }.next.set(next),
                         None => chain.head = next,
                     }
                     if chain.tail == current.index {
@@ -633,10 +646,10 @@ impl<'a> Engine<'a> {
                     Step::Completed => {
                         // Still ours: a free token now, to the back. (A
                         // hand-over may have put an item right behind it.)
-                        let behind = cur_state.next;
+                        let behind = cur_state.next.get();
                         match before {
                             // SAFETY: ours.
-                            Some(prev) => unsafe { prev.state() }.next = behind,
+                            Some(prev) => unsafe { prev.state() }.next.set(behind),
                             None => chain.head = behind,
                         }
                         if chain.tail == current.index {
@@ -647,7 +660,7 @@ impl<'a> Engine<'a> {
                     }
                     Step::Replaced(other) => {
                         // SAFETY: the gate made it ours; `current` is parked.
-                        unsafe { other.state() }.next = behind;
+                        unsafe { other.state() }.next.set(behind);
                         unlink(&mut chain, other.index);
                     }
                 }
@@ -701,7 +714,7 @@ impl<'a> Engine<'a> {
         let mut tail = head;
         loop {
             // SAFETY: owned.
-            let next = unsafe { self.slot(tail).state() }.next;
+            let next = unsafe { self.slot(tail).state() }.next.get();
             if next == NO_SLOT {
                 return Chain { head, tail };
             }
@@ -711,7 +724,7 @@ impl<'a> Engine<'a> {
 
     fn pop_front(&self, chain: &mut Chain) {
         // SAFETY: the chain is ours; its head was just stepped.
-        let next = unsafe { self.slot(chain.head).state() }.next;
+        let next = unsafe { self.slot(chain.head).state() }.next.get();
         chain.head = next;
         if next == NO_SLOT {
             chain.tail = NO_SLOT;
@@ -722,12 +735,14 @@ impl<'a> Engine<'a> {
     /// The caller owns the chain and `slot`, which is in no chain.
     unsafe fn push_back(&self, chain: &mut Chain, slot: &Slot) {
         // SAFETY: owned.
-        unsafe { slot.state() }.next = NO_SLOT;
+        unsafe { slot.state() }.next.set(NO_SLOT);
         if chain.tail == NO_SLOT {
             chain.head = slot.index;
         } else {
             // SAFETY: owned.
-            unsafe { self.slot(chain.tail).state() }.next = slot.index;
+            unsafe { self.slot(chain.tail).state() }
+                .next
+                .set(slot.index);
         }
         chain.tail = slot.index;
     }
@@ -736,7 +751,7 @@ impl<'a> Engine<'a> {
     /// The caller owns the chain and `slot`, which is in no chain.
     unsafe fn push_front(&self, chain: &mut Chain, slot: &Slot) {
         // SAFETY: owned.
-        unsafe { slot.state() }.next = chain.head;
+        unsafe { slot.state() }.next.set(chain.head);
         chain.head = slot.index;
         if chain.tail == NO_SLOT {
             chain.tail = slot.index;
@@ -761,36 +776,36 @@ impl<'a> Engine<'a> {
     ) -> Step<'e> {
         // SAFETY: owned per the contract.
         let state = unsafe { slot.state() };
-        let index = state.stage as usize - 1;
+        let index = state.stage.get() as usize - 1;
         debug_assert!(index < self.stages.len());
         // SAFETY: a slot's stage number is 1..=n between fetch and
         // completion (0 means a free token, handled by the caller).
         let stage = unsafe { self.stages.get_unchecked(index) };
         if let Some(pin) = stage.pin
             && pin != worker.index()
-            && !state.routed
+            && !state.routed.get()
         {
             // Off to the pinned worker, as a chain of its own.
-            state.next = NO_SLOT;
+            state.next.set(NO_SLOT);
             // SAFETY: ours, given up here.
             unsafe { self.schedule(slot, worker) };
             return Step::Gone;
         }
-        state.routed = false;
-        if state.has_item && self.cancelled() {
+        state.routed.set(false);
+        if state.has_item.get() && self.cancelled() {
             self.drop_input(index, slot);
-            state.has_item = false;
+            state.has_item.set(false);
         }
         let last = index + 1 == self.stages.len();
         match self.gate(index) {
             Gate::Parallel => {
-                if state.has_item {
+                if state.has_item.get() {
                     self.run_body(stage, slot, state);
                 }
             }
             Gate::AnyOrder(gate) => {
-                let held = state.held_gate == state.stage;
-                if !state.has_item && !held {
+                let held = state.held_gate.get() == state.stage.get();
+                if !state.has_item.get() && !held {
                     // A dropped item needs no turn here. (One that was
                     // handed the gate before it was dropped must pass the
                     // gate on below.)
@@ -805,13 +820,13 @@ impl<'a> Engine<'a> {
                                 let other = self.slot(other);
                                 // SAFETY: the gate made it ours.
                                 let other_state = unsafe { other.state() };
-                                other_state.held_gate = other_state.stage;
+                                other_state.held_gate.set(other_state.stage.get());
                                 return Step::Replaced(other);
                             }
                         }
                     }
-                    state.held_gate = NO_GATE;
-                    if state.has_item {
+                    state.held_gate.set(NO_GATE);
+                    if state.has_item.get() {
                         self.run_body(stage, slot, state);
                     }
                     if let Some(next) = gate.finish() {
@@ -821,41 +836,45 @@ impl<'a> Engine<'a> {
                 }
             }
             Gate::InOrder(gate) => {
-                if state.held_gate == state.stage {
-                    state.held_gate = NO_GATE;
-                } else if state.reserved_gate == state.stage {
-                    state.reserved_gate = NO_GATE;
+                if state.held_gate.get() == state.stage.get() {
+                    state.held_gate.set(NO_GATE);
+                } else if state.reserved_gate.get() == state.stage.get() {
+                    state.reserved_gate.set(NO_GATE);
                 } else {
-                    if !force && (state.stage == blocked_at || !gate.is_turn(state.sequence)) {
-                        state.waiting = true;
+                    if !force
+                        && (state.stage.get() == blocked_at || !gate.is_turn(state.sequence.get()))
+                    {
+                        state.waiting.set(true);
                         return Step::Wait;
                     }
-                    match gate.arrive(state.sequence, slot.index) {
-                        Arrival::Enter => state.waiting = false,
-                        Arrival::Parked | Arrival::Switch(_) => {
-                            state.waiting = false;
-                            return Step::Gone;
-                        }
+                    // Before arriving: once parked, the slot is the gate
+                    // holder's (Miri caught this write made after).
+                    state.waiting.set(false);
+                    match gate.arrive(state.sequence.get(), slot.index) {
+                        Arrival::Enter => {}
+                        Arrival::Parked | Arrival::Switch(_) => return Step::Gone,
                     }
                 }
-                if state.has_item {
+                if state.has_item.get() {
                     self.run_body(stage, slot, state);
                 }
                 // SAFETY: the chain is ours.
-                if unsafe { self.next_in_chain_is(state, state.sequence + 1) } {
+                if unsafe { self.next_in_chain_is(state, state.sequence.get() + 1) } {
                     // The next item is ours, right behind: keep the gate
                     // for it (one read-modify-write instead of two, and
                     // none when it arrives).
-                    gate.pass_on(state.sequence);
+                    gate.pass_on(state.sequence.get());
                     // SAFETY: ours.
-                    unsafe { self.slot(state.next).state() }.reserved_gate = state.stage;
-                } else if let Some(next) = gate.finish(state.sequence) {
+                    unsafe { self.slot(state.next.get()).state() }
+                        .reserved_gate
+                        .set(state.stage.get());
+                } else if let Some(next) = gate.finish(state.sequence.get()) {
                     // SAFETY: the gate handed `next` to us.
                     unsafe { self.hand_over(chain, slot, next, worker) };
                 }
             }
         }
-        state.stage += 1;
+        state.stage.set(state.stage.get() + 1);
         if last {
             self.complete_item(slot, state);
             return Step::Completed;
@@ -865,8 +884,11 @@ impl<'a> Engine<'a> {
 
     /// If the front waits for its turn at an in-order gate: the first item
     /// behind it with a stage to run before that gate, and the slot before
-    /// that item in the chain. (None if the front does not wait, its turn
-    /// has come, or nothing behind it can run.)
+    /// that item in the chain. (None if the front does not wait or nothing
+    /// behind it can run.) The turn is not looked at: the items behind run
+    /// up to the gate first, and the front tries it when nothing else is
+    /// left, so the gate's word is read once a batch rather than once an
+    /// item (each read of it, written by another worker, is a cache miss).
     ///
     /// # Safety
     /// The caller owns the chain.
@@ -875,29 +897,24 @@ impl<'a> Engine<'a> {
         front: &'e Slot,
         state: &SlotState,
     ) -> Option<(&'e Slot, Option<&'e Slot>)> {
-        if !state.waiting {
-            return None;
-        }
-        if let Gate::InOrder(gate) = self.gate(state.stage as usize - 1)
-            && gate.is_turn(state.sequence)
-        {
+        if !state.waiting.get() {
             return None;
         }
         let mut prev = front;
         // SAFETY: ours.
-        let mut at = unsafe { prev.state() }.next;
+        let mut at = unsafe { prev.state() }.next.get();
         while at != NO_SLOT {
             let slot = self.slot(at);
             // SAFETY: ours.
             let s = unsafe { slot.state() };
-            if s.stage == 0 {
+            if s.stage.get() == 0 {
                 return None;
             }
-            if s.stage < state.stage {
+            if s.stage.get() < state.stage.get() {
                 return Some((slot, Some(prev)));
             }
             prev = slot;
-            at = s.next;
+            at = s.next.get();
         }
         None
     }
@@ -909,12 +926,14 @@ impl<'a> Engine<'a> {
     /// # Safety
     /// The caller owns the chain.
     unsafe fn next_in_chain_is(&self, front: &SlotState, sequence: u64) -> bool {
-        if front.next == NO_SLOT {
+        if front.next.get() == NO_SLOT {
             return false;
         }
         // SAFETY: ours.
-        let next = unsafe { self.slot(front.next).state() };
-        next.stage != 0 && next.sequence == sequence && next.reserved_gate == NO_GATE
+        let next = unsafe { self.slot(front.next.get()).state() };
+        next.stage.get() != 0
+            && next.sequence.get() == sequence
+            && next.reserved_gate.get() == NO_GATE
     }
 
     /// A serial stage handed us the next parked item (rule 2): it joins our
@@ -934,19 +953,19 @@ impl<'a> Engine<'a> {
         let next = self.slot(next);
         // SAFETY: handed to us by the gate.
         let state = unsafe { next.state() };
-        state.held_gate = state.stage;
+        state.held_gate.set(state.stage.get());
         // Shared only if a parallel stage is still ahead of it, where
         // another worker could help; a serial tail (the usual sink) stays
         // here, next to the gate's state.
-        if self.share_items() && self.parallel_after(state.stage) {
-            state.next = NO_SLOT;
+        if self.share_items() && self.parallel_after(state.stage.get()) {
+            state.next.set(NO_SLOT);
             // SAFETY: ours, given up here.
             unsafe { self.schedule(next, worker) };
         } else {
             // SAFETY: the chain is ours, `current` in it.
             let current_state = unsafe { current.state() };
-            state.next = current_state.next;
-            current_state.next = next.index;
+            state.next.set(current_state.next.get());
+            current_state.next.set(next.index);
             if chain.tail == current.index {
                 chain.tail = next.index;
             }
@@ -954,8 +973,8 @@ impl<'a> Engine<'a> {
     }
 
     /// The item passed every stage: drop what it holds and note its work.
-    fn complete_item(&self, slot: &Slot, state: &mut SlotState) {
-        if state.has_item {
+    fn complete_item(&self, slot: &Slot, state: &SlotState) {
+        if state.has_item.get() {
             let drop_output = match self.stages.last() {
                 Some(stage) => stage.drop_output,
                 None => self.source.drop_output,
@@ -965,10 +984,10 @@ impl<'a> Engine<'a> {
                 // last stage's output, dropped once.
                 unsafe { drop_output(self.item(slot)) };
             }
-            state.has_item = false;
+            state.has_item.set(false);
         }
-        if state.sampled {
-            let sample = u32::try_from(state.work_ns).unwrap_or(u32::MAX - 1);
+        if state.sampled.get() {
+            let sample = u32::try_from(state.work_ns.get()).unwrap_or(u32::MAX - 1);
             let old = self.work_per_item.load(Ordering::Relaxed);
             let new = if old == UNMEASURED {
                 sample.max(1)
@@ -977,7 +996,7 @@ impl<'a> Engine<'a> {
             };
             self.work_per_item.store(new, Ordering::Relaxed);
         }
-        state.stage = 0;
+        state.stage.set(0);
     }
 
     /// Drop the value an item holds before stage `index` runs.
@@ -996,9 +1015,9 @@ impl<'a> Engine<'a> {
     /// Run the stage's closure on the item, catching a panic; time it for
     /// a sampled item.
     #[inline]
-    fn run_body(&self, stage: &Stage<'_>, slot: &Slot, state: &mut SlotState) {
+    fn run_body(&self, stage: &Stage<'_>, slot: &Slot, state: &SlotState) {
         let item = self.item(slot);
-        let timer = if state.sampled {
+        let timer = if state.sampled.get() {
             Some(Instant::now())
         } else {
             None
@@ -1009,17 +1028,19 @@ impl<'a> Engine<'a> {
             Ok(()) => {
                 if let Some(flatten) = stage.flatten {
                     // SAFETY: the body left its `Option<T>` output there.
-                    state.has_item = unsafe { flatten(item) };
+                    state.has_item.set(unsafe { flatten(item) });
                 }
             }
             Err(payload) => {
                 // The input was moved into the closure: nothing is left.
-                state.has_item = false;
+                state.has_item.set(false);
                 self.record_panic(payload);
             }
         }
         if let Some(start) = timer {
-            state.work_ns += start.elapsed().as_nanos() as u64;
+            state
+                .work_ns
+                .set(state.work_ns.get() + start.elapsed().as_nanos() as u64);
         }
     }
 
@@ -1048,7 +1069,7 @@ impl<'a> Engine<'a> {
             let state = unsafe { front.state() };
             if let Some(pin) = self.source.pin
                 && pin != worker.index()
-                && !state.routed
+                && !state.routed.get()
             {
                 // The source runs on its worker: send the tokens there.
                 let head = chain.head;
@@ -1060,10 +1081,10 @@ impl<'a> Engine<'a> {
                 unsafe { self.schedule(self.slot(head), worker) };
                 return false;
             }
-            state.routed = false;
-            if state.held_gate == SOURCE_GATE {
+            state.routed.set(false);
+            if state.held_gate.get() == SOURCE_GATE {
                 // Passed the source gate by the previous fetcher.
-                state.held_gate = NO_GATE;
+                state.held_gate.set(NO_GATE);
                 break;
             }
             if self.exhausted.load(Ordering::Acquire) {
@@ -1137,13 +1158,13 @@ impl<'a> Engine<'a> {
                 gate.pop_parked().or_else(|| gate.finish()).map(|t| {
                     let t = self.slot(t);
                     // SAFETY: the gate made it ours.
-                    unsafe { t.state() }.next = NO_SLOT;
+                    unsafe { t.state() }.next.set(NO_SLOT);
                     t
                 })
             };
             if let Some(next) = next {
                 // SAFETY: ours; the gate goes with it.
-                unsafe { next.state() }.held_gate = SOURCE_GATE;
+                unsafe { next.state() }.held_gate.set(SOURCE_GATE);
                 *chain = Chain {
                     head: NO_SLOT,
                     tail: NO_SLOT,
@@ -1198,11 +1219,11 @@ impl<'a> Engine<'a> {
         while at != NO_SLOT {
             // SAFETY: ours.
             let state = unsafe { self.slot(at).state() };
-            if state.held_gate == SOURCE_GATE {
+            if state.held_gate.get() == SOURCE_GATE {
                 held = Some(at);
             }
             count += 1;
-            at = state.next;
+            at = state.next.get();
         }
         if count != self.view.count {
             return false;
@@ -1211,7 +1232,7 @@ impl<'a> Engine<'a> {
             // The source gate was passed to us: nobody else can be parked
             // at it (we hold every token), so just let it go.
             // SAFETY: ours.
-            unsafe { self.slot(at).state() }.held_gate = NO_GATE;
+            unsafe { self.slot(at).state() }.held_gate.set(NO_GATE);
             let nobody = self.source_gate().finish();
             debug_assert!(nobody.is_none(), "a token parked while we hold all");
         }
@@ -1239,7 +1260,7 @@ impl<'a> Engine<'a> {
         let state = unsafe { slot.state() };
         let item = self.item(slot);
         // SAFETY: nobody else fetches while we hold every token.
-        let next_sequence = unsafe { &mut *self.next_sequence.get() };
+        let next_sequence = unsafe { self.source_gate().holder_word() };
         let mut over = false;
         loop {
             if self.cancelled() {
@@ -1259,24 +1280,24 @@ impl<'a> Engine<'a> {
                     break;
                 }
             }
-            state.sequence = *next_sequence;
+            state.sequence.set(*next_sequence);
             *next_sequence += 1;
-            state.has_item = true;
-            state.work_ns = 0;
-            state.sampled = state.sequence % SAMPLE_EVERY == 0;
+            state.has_item.set(true);
+            state.work_ns.set(0);
+            state.sampled.set(state.sequence.get() % SAMPLE_EVERY == 0);
             for (index, stage) in self.stages.iter().enumerate() {
                 worker.count_task(Rule::Returned);
-                if !state.has_item {
+                if !state.has_item.get() {
                     break;
                 }
                 if self.cancelled() {
                     self.drop_input(index, slot);
-                    state.has_item = false;
+                    state.has_item.set(false);
                     break;
                 }
                 self.run_body(stage, slot, state);
             }
-            state.stage = self.stages.len() as u32 + 1;
+            state.stage.set(self.stages.len() as u32 + 1);
             self.complete_item(slot, state);
             if self.share_items() {
                 break;
@@ -1315,7 +1336,7 @@ impl<'a> Engine<'a> {
     /// The caller owns `slot`, which is in no chain.
     unsafe fn push_retired(&self, retired: &mut u32, slot: &Slot) {
         // SAFETY: owned.
-        unsafe { slot.state() }.next = *retired;
+        unsafe { slot.state() }.next.set(*retired);
         *retired = slot.index;
     }
 
@@ -1337,13 +1358,13 @@ impl<'a> Engine<'a> {
         match unwind::halt_unwinding(|| unsafe { self.source.body.fetch(item) }) {
             Ok(true) => {
                 // SAFETY: the source gate's holder owns the counter.
-                let next = unsafe { &mut *self.next_sequence.get() };
-                state.sequence = *next;
+                let next = unsafe { self.source_gate().holder_word() };
+                state.sequence.set(*next);
                 *next += 1;
-                state.stage = 1;
-                state.has_item = true;
-                state.work_ns = 0;
-                state.sampled = state.sequence % SAMPLE_EVERY == 0;
+                state.stage.set(1);
+                state.has_item.set(true);
+                state.work_ns.set(0);
+                state.sampled.set(state.sequence.get() % SAMPLE_EVERY == 0);
                 if self.stages.is_empty() {
                     // Nothing after the source: done at once.
                     self.complete_item(slot, state);
@@ -1372,7 +1393,7 @@ impl<'a> Engine<'a> {
         let latch = self.latch.load(Ordering::Relaxed);
         while retired != NO_SLOT {
             // SAFETY: owned; read before the release that may end the run.
-            let next = unsafe { self.slot(retired).state() }.next;
+            let next = unsafe { self.slot(retired).state() }.next.get();
             let last_of_ours = next == NO_SLOT;
             // SAFETY: the latch lives until its count, which includes this
             // token, reaches zero; after the last of ours nothing is read.
@@ -1387,10 +1408,29 @@ impl<'a> Engine<'a> {
 
 /// The `JobRef` entry point of a chain's job.
 unsafe fn run_chain(slot: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
-    // SAFETY: a chain job points at a slot of a prepared run, whose engine
-    // outlives the run; the job runs once per push, so we own the chain.
-    unsafe {
-        let slot = slot.cast::<Slot>().as_ref();
-        (*slot.engine).drive(slot, worker)
+    // SAFETY: a chain job points at a slot of a prepared run; the engine
+    // and its slots live until the run's caller saw every token retire and
+    // no thread inside the engine (`Registry::wait_until_left`), which the
+    // guard below holds off until `drive` (and every reference it was
+    // given) is gone.
+    let engine = unsafe { slot.cast::<Slot>().as_ref() }.engine;
+    let registry = worker.registry();
+    let outer = registry.entered_engine(worker.index(), engine.cast_mut().cast());
+    struct Leave<'r> {
+        registry: &'r Registry,
+        index: usize,
+        outer: *mut (),
     }
+    impl Drop for Leave<'_> {
+        fn drop(&mut self) {
+            self.registry.left_engine(self.index, self.outer);
+        }
+    }
+    let _leave = Leave {
+        registry,
+        index: worker.index(),
+        outer,
+    };
+    // SAFETY: as above; the job runs once per push, so we own the chain.
+    unsafe { (*engine).drive(slot.cast::<Slot>().as_ref(), worker) }
 }

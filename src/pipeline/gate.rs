@@ -35,6 +35,7 @@
 //! is never free with a parked item announced.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering, fence};
+use std::cell::UnsafeCell;
 
 /// A slot index (a token) plus one, so that 0 means "empty".
 const EMPTY: u32 = 0;
@@ -165,15 +166,25 @@ const ONE_PARKED: u64 = 2;
 /// A serial stage that lets items through one at a time, in any order
 /// (`serial_out_of_order`; the source, whose items are tokens that want to
 /// fetch).
+#[repr(C)]
 pub(crate) struct AnyOrderGate {
     state: AtomicU64,
+    /// A word for the gate's holder, on the state word's cache line, which
+    /// the holder owns anyway: the source keeps its next sequence number
+    /// here (on a line of its own it cost one more cache miss a batch).
+    holder_word: UnsafeCell<u64>,
     parked: ParkedQueue,
 }
+
+// SAFETY: the holder word is touched only by the gate's holder (see
+// `holder_word`); everything else is atomics and a concurrent queue.
+unsafe impl Sync for AnyOrderGate {}
 
 impl AnyOrderGate {
     pub(crate) fn new(tokens: usize) -> Self {
         AnyOrderGate {
             state: AtomicU64::new(0),
+            holder_word: UnsafeCell::new(0),
             parked: ParkedQueue::new(tokens),
         }
     }
@@ -181,7 +192,22 @@ impl AnyOrderGate {
     /// For a new run. Only while no item is in flight.
     pub(crate) fn reset(&self) {
         self.state.store(0, Ordering::Relaxed);
+        // SAFETY: no item in flight: nobody holds the gate.
+        unsafe { *self.holder_word.get() = 0 };
         while self.parked.pop().is_some() {}
+    }
+
+    /// The holder's word (0 at the start of a run).
+    ///
+    /// # Safety
+    /// The caller holds the gate, or nobody else can take it (a job holding
+    /// every token of the run), and keeps no other reference to the word.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn holder_word(&self) -> &mut u64 {
+        // SAFETY: per the contract, only the holder touches the word, and
+        // taking the gate (an acquire read-modify-write of `state`) orders
+        // this holder after the previous one's release.
+        unsafe { &mut *self.holder_word.get() }
     }
 
     /// An item (in slot `slot`) arrives.

@@ -25,6 +25,7 @@ use stage::{Mode, SourceStage, Stage, layout_of};
 use std::alloc::Layout;
 use std::fmt;
 use std::marker::PhantomData;
+use std::ptr;
 use std::sync::Arc;
 
 /// A pipeline: a source that yields items until it is exhausted, then
@@ -266,6 +267,9 @@ pub(crate) fn run_pipeline<T>(
             latch.wait_blocking();
         }
     }
+    // The last token retired; the thread that retired it may still be on
+    // its way out of the engine's code.
+    registry.wait_until_left(ptr::from_mut(engine).cast());
     let (panic, cancelled) = engine.finish_run();
     if let Some(payload) = panic {
         unwind::resume_unwinding(payload);
