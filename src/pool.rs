@@ -573,9 +573,9 @@ impl Pool {
     /// is exhausted and every item passed every stage. Called from a worker
     /// of this pool, the worker keeps running tasks while it waits.
     ///
-    /// Errors, before anything runs: [`PipelineError::ZeroTokens`],
-    /// [`PipelineError::AffinityOutOfRange`] for a stage pinned to a worker
-    /// the pool does not have. [`PipelineError::Cancelled`] if the
+    /// Errors, before anything runs: [`PipelineError::ZeroTokens`](crate::PipelineError::ZeroTokens),
+    /// [`PipelineError::AffinityOutOfRange`](crate::PipelineError::AffinityOutOfRange) for a stage pinned to a worker
+    /// the pool does not have. [`PipelineError::Cancelled`](crate::PipelineError::Cancelled) if the
     /// pipeline's [`CancelToken`](crate::CancelToken) fired. A panic in a
     /// stage (or the source) stops the source, drops the items in flight at
     /// their next stage, and is resumed here once all are gone; the pipeline
