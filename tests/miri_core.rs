@@ -46,7 +46,7 @@ impl Task for Fib {
             n: self.n - 2,
             slot: 1,
         });
-        if self.n % 2 == 0 {
+        if self.n.is_multiple_of(2) {
             // Recycle: run again as the left child.
             cx.spawn(right);
             self.n -= 1;

@@ -479,7 +479,7 @@ fn op_pipeline(rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>, panics: bool)
     }
     let last_in_order = *kinds.last().unwrap() == 0;
     let mut p = p
-        .parallel(move |item: Item<'_>| (!filter_odd || item.0 % 2 == 0).then_some(item))
+        .parallel(move |item: Item<'_>| (!filter_odd || item.0.is_multiple_of(2)).then_some(item))
         .flatten()
         .serial_in_order(|item| delivered.lock().unwrap().push(item.0));
     let from_inside = rng.chance(50);
