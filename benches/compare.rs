@@ -24,6 +24,8 @@
 
 #[path = "../examples/support/cps_fib.rs"]
 mod cps_fib;
+#[path = "support/graph_build.rs"]
+mod graph_build;
 #[path = "support/graph_shapes.rs"]
 mod graph_shapes;
 #[path = "support/pipelines.rs"]
@@ -566,7 +568,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 21] = [
+    let benches: [(&str, Bench); 27] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_join/30", bench_fib_join),
         ("fib_join_cutoff/40", bench_fib_join_cutoff),
@@ -585,6 +587,24 @@ fn main() {
         (
             "graph_embarrassing/1000000",
             graph_shapes::bench_graph_embarrassing,
+        ),
+        ("graph_build/chain", graph_build::bench_build_chain),
+        (
+            "graph_build/binary_tree",
+            graph_build::bench_build_binary_tree,
+        ),
+        ("graph_build/wavefront", graph_build::bench_build_wavefront),
+        (
+            "graph_build/embarrassing",
+            graph_build::bench_build_embarrassing,
+        ),
+        (
+            "graph_build_reverse/chain",
+            graph_build::bench_build_reverse,
+        ),
+        (
+            "graph_wavefront_down_first/1024",
+            graph_build::bench_wavefront_down_first,
         ),
         (
             "graph_wavefront_replay/1024",

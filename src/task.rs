@@ -315,7 +315,12 @@ impl TaskRef {
         // is running them; their successor lists change only under
         // EDGE_LOCK, which we hold.
         unsafe {
-            if reaches(successor.node, self.node) {
+            // A node with no predecessor left cannot be reached from
+            // anywhere: building a chain back to front stays O(1) an edge,
+            // as front to back does (the search below finds a successor
+            // with no successors at once).
+            let unreachable = header(self.node).pending.load(Ordering::Acquire) == 1;
+            if !unreachable && reaches(successor.node, self.node) {
                 return Err(TaskError::Cycle);
             }
             (*self.node.as_ref().meta.get())

@@ -1,5 +1,8 @@
-//! The Taskflow benchmark shapes, as `sixfold::Graph`s against rayon with
-//! atomic predecessor counters in a `rayon::scope`.
+//! The Taskflow benchmark shapes, as prebuilt `sixfold::Graph`s against
+//! the best rayon program: the graph in a CSR array with atomic
+//! predecessor counters, run in a `rayon::scope` that spawns every ready
+//! successor but the last and runs that one inline (the spawn-only
+//! program's cost is printed on the comment line).
 //!
 //! Each node's work is a trivial increment of its own counter (a relaxed
 //! load and store: one writer per node and run, so no read-modify-write and
@@ -16,17 +19,17 @@
 use super::{Side, compare, ms, side};
 use sixfold::{Graph, Pool};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A shape: node count and edges, nodes numbered in a topological order.
-struct Shape {
-    nodes: usize,
-    edges: Vec<(usize, usize)>,
+pub(super) struct Shape {
+    pub(super) nodes: usize,
+    pub(super) edges: Vec<(usize, usize)>,
 }
 
 impl Shape {
-    fn chain(n: usize) -> Shape {
+    pub(super) fn chain(n: usize) -> Shape {
         Shape {
             nodes: n,
             edges: (1..n).map(|i| (i - 1, i)).collect(),
@@ -35,7 +38,7 @@ impl Shape {
 
     /// A complete binary tree of `depth` levels, each node before its two
     /// children (numbered breadth first).
-    fn binary_tree(depth: u32) -> Shape {
+    pub(super) fn binary_tree(depth: u32) -> Shape {
         let n = (1usize << depth) - 1;
         Shape {
             nodes: n,
@@ -44,7 +47,7 @@ impl Shape {
     }
 
     /// A `side x side` grid, each cell after its left and upper neighbour.
-    fn wavefront(side: usize) -> Shape {
+    pub(super) fn wavefront(side: usize) -> Shape {
         let mut edges = Vec::with_capacity(2 * side * side);
         for i in 0..side {
             for j in 0..side {
@@ -63,8 +66,29 @@ impl Shape {
         }
     }
 
+    /// The same grid, each cell's edges added "down, then right" (the
+    /// other shapes add a cell's right edge before its down edge).
+    pub(super) fn wavefront_down_first(side: usize) -> Shape {
+        let mut edges = Vec::with_capacity(2 * side * side);
+        for i in 0..side {
+            for j in 0..side {
+                let cell = i * side + j;
+                if i + 1 < side {
+                    edges.push((cell, cell + side));
+                }
+                if j + 1 < side {
+                    edges.push((cell, cell + 1));
+                }
+            }
+        }
+        Shape {
+            nodes: side * side,
+            edges,
+        }
+    }
+
     /// One root, `n` independent nodes, one sink.
-    fn embarrassing(n: usize) -> Shape {
+    pub(super) fn embarrassing(n: usize) -> Shape {
         let mut edges = Vec::with_capacity(2 * n);
         for i in 1..=n {
             edges.push((0, i));
@@ -79,13 +103,15 @@ impl Shape {
 
 /// A node's work: bump its own counter.
 #[inline(always)]
-fn work(counter: &AtomicU64) {
+pub(super) fn work(counter: &AtomicU64) {
     let c = black_box(counter);
     c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
-fn sixfold_graph<'a>(shape: &Shape, counters: &'a [AtomicU64]) -> Graph<'a> {
-    let mut g = Graph::new();
+/// The shape as a sixfold graph, sized up front as the rayon side sizes
+/// its arrays.
+pub(super) fn sixfold_graph<'a>(shape: &Shape, counters: &'a [AtomicU64]) -> Graph<'a> {
+    let mut g = Graph::with_capacity(shape.nodes, shape.edges.len());
     let ids: Vec<_> = counters.iter().map(|c| g.add(move || work(c))).collect();
     for &(a, b) in &shape.edges {
         g.precede(ids[a], ids[b]).expect("the shapes are acyclic");
@@ -93,51 +119,102 @@ fn sixfold_graph<'a>(shape: &Shape, counters: &'a [AtomicU64]) -> Graph<'a> {
     g
 }
 
-/// The rayon side: a node with an atomic count of pending predecessors.
-struct RayonNode {
-    pending: AtomicUsize,
-    in_degree: usize,
-    successors: Vec<usize>,
+/// The rayon side: the graph in compressed sparse rows, with an atomic
+/// count of pending predecessors per node.
+pub(super) struct Csr {
+    offsets: Vec<u32>,
+    targets: Vec<u32>,
+    in_degree: Vec<u32>,
+    pending: Vec<AtomicU32>,
 }
 
-fn rayon_graph(shape: &Shape) -> Vec<RayonNode> {
-    let mut nodes: Vec<RayonNode> = (0..shape.nodes)
-        .map(|_| RayonNode {
-            pending: AtomicUsize::new(0),
-            in_degree: 0,
-            successors: Vec::new(),
-        })
-        .collect();
-    for &(a, b) in &shape.edges {
-        nodes[a].successors.push(b);
-        nodes[b].in_degree += 1;
+impl Csr {
+    /// What a rayon user writes: count, prefix-sum, scatter.
+    pub(super) fn new(shape: &Shape) -> Csr {
+        let n = shape.nodes;
+        let mut offsets = vec![0u32; n + 1];
+        let mut in_degree = vec![0u32; n];
+        for &(a, b) in &shape.edges {
+            offsets[a + 1] += 1;
+            in_degree[b] += 1;
+        }
+        for i in 0..n {
+            offsets[i + 1] += offsets[i];
+        }
+        let mut fill = offsets.clone();
+        let mut targets = vec![0u32; shape.edges.len()];
+        for &(a, b) in &shape.edges {
+            targets[fill[a] as usize] = b as u32;
+            fill[a] += 1;
+        }
+        let pending = in_degree.iter().map(|&d| AtomicU32::new(d)).collect();
+        Csr {
+            offsets,
+            targets,
+            in_degree,
+            pending,
+        }
     }
-    nodes
-}
 
-fn rayon_reset(nodes: &[RayonNode]) {
-    for node in nodes {
-        node.pending.store(node.in_degree, Ordering::Relaxed);
+    pub(super) fn reset(&self) {
+        for (p, &d) in self.pending.iter().zip(&self.in_degree) {
+            p.store(d, Ordering::Relaxed);
+        }
     }
-}
 
-fn rayon_visit<'s>(
-    s: &rayon::Scope<'s>,
-    nodes: &'s [RayonNode],
-    counters: &'s [AtomicU64],
-    i: usize,
-) {
-    work(&counters[i]);
-    for &succ in &nodes[i].successors {
-        if nodes[succ].pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            s.spawn(move |s| rayon_visit(s, nodes, counters, succ));
+    pub(super) fn roots(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.in_degree.len()).filter(|&i| self.in_degree[i] == 0)
+    }
+
+    pub(super) fn successors(&self, i: usize) -> &[u32] {
+        &self.targets[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    /// Run the graph on `pool` from its roots.
+    pub(super) fn run(&self, pool: &rayon::ThreadPool, counters: &[AtomicU64], inline: bool) {
+        pool.scope(|s| {
+            for r in self.roots() {
+                s.spawn(move |s| self.visit(s, counters, r, inline));
+            }
+        });
+    }
+
+    /// Run node `i` and what it readies. With `inline`, the best program a
+    /// rayon user writes (as oneTBB's flow graph and Taskflow do): spawn
+    /// every ready successor but the last and go on with that one here.
+    /// Without, spawn them all.
+    fn visit<'s>(
+        &'s self,
+        s: &rayon::Scope<'s>,
+        counters: &'s [AtomicU64],
+        i: usize,
+        inline: bool,
+    ) {
+        let mut at = i;
+        loop {
+            work(&counters[at]);
+            let mut next = None;
+            for &succ in self.successors(at) {
+                if self.pending[succ as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
+                    let succ = succ as usize;
+                    if !inline {
+                        s.spawn(move |s| self.visit(s, counters, succ, inline));
+                    } else if let Some(earlier) = next.replace(succ) {
+                        s.spawn(move |s| self.visit(s, counters, earlier, inline));
+                    }
+                }
+            }
+            match next {
+                Some(n) => at = n,
+                None => return,
+            }
         }
     }
 }
 
 /// The floor: the node work in topological order on this thread, median of
 /// `runs`.
-fn sequential(counters: &[AtomicU64], runs: usize) -> Duration {
+pub(super) fn sequential(counters: &[AtomicU64], runs: usize) -> Duration {
     let mut samples: Vec<Duration> = (0..runs)
         .map(|_| {
             let start = Instant::now();
@@ -157,8 +234,7 @@ fn bench_shape(name: &str, shape: Shape, ours: &Pool, theirs: &rayon::ThreadPool
     let ours_counters: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
     let theirs_counters: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
     let mut graph = sixfold_graph(&shape, &ours_counters);
-    let rayon_nodes = rayon_graph(&shape);
-    let roots: Vec<usize> = (0..n).filter(|&i| rayon_nodes[i].in_degree == 0).collect();
+    let csr = Csr::new(&shape);
     let graph = std::cell::RefCell::new(&mut graph);
     let ours_side: Side<'_> = side(|| {
         let graph = &graph;
@@ -167,15 +243,9 @@ fn bench_shape(name: &str, shape: Shape, ours: &Pool, theirs: &rayon::ThreadPool
         }
     });
     let theirs_side: Side<'_> = side(|| {
-        rayon_reset(&rayon_nodes);
-        let (nodes, counters, roots) = (&rayon_nodes, &theirs_counters, &roots);
-        move || {
-            theirs.scope(|s| {
-                for &r in roots {
-                    s.spawn(move |s| rayon_visit(s, nodes, counters, r));
-                }
-            });
-        }
+        csr.reset();
+        let (csr, counters) = (&csr, &theirs_counters);
+        move || csr.run(theirs, counters, true)
     });
     let (a, b) = compare(name, RUNS, ours_side, theirs_side);
     // One warm-up and RUNS timed runs on each side: every node ran that often.
@@ -190,12 +260,24 @@ fn bench_shape(name: &str, shape: Shape, ours: &Pool, theirs: &rayon::ThreadPool
             .iter()
             .all(|c| c.load(Ordering::Relaxed) == expected)
     );
+    // The spawn-only rayon program, for reference.
+    let spawn_only = super::median(
+        (0..RUNS)
+            .map(|_| {
+                csr.reset();
+                let start = Instant::now();
+                csr.run(theirs, &theirs_counters, false);
+                start.elapsed()
+            })
+            .collect(),
+    );
     let floor = sequential(&ours_counters, RUNS);
     let per_node = |d: Duration| d.as_secs_f64() * 1e9 / n as f64;
     println!(
-        "#   {name}: ns/node sixfold {:.1}, rayon {:.1}, sequential {:.1} ({:.3} ms); sixfold/sequential {:.1}",
+        "#   {name}: ns/node sixfold {:.1}, rayon (last ready inline) {:.1}, rayon (spawn only) {:.1}, sequential {:.1} ({:.3} ms); sixfold/sequential {:.1}",
         per_node(a),
         per_node(b),
+        per_node(spawn_only),
         per_node(floor),
         ms(floor),
         a.as_secs_f64() / floor.as_secs_f64()

@@ -32,9 +32,10 @@ const fn fits<F>() -> bool {
 }
 
 impl BodySlot {
-    /// Store `f`, returning the slot and the functions that call and drop
-    /// what it holds.
-    pub(super) fn new<'a, F>(f: F) -> (BodySlot, CallFn<'a>, DropFn)
+    /// Store `f`, returning the slot, the function that calls what it
+    /// holds and, if dropping it does anything, the function that drops
+    /// it.
+    pub(super) fn new<'a, F>(f: F) -> (BodySlot, CallFn<'a>, Option<DropFn>)
     where
         F: FnMut(&mut Subflow<'_, 'a>) + Send + 'a,
     {
@@ -46,12 +47,13 @@ impl BodySlot {
             // SAFETY: the slot is large and aligned enough for `F` (checked
             // by `fits`) and uninitialized.
             unsafe { at.cast::<F>().write(f) };
-            (slot, call_inline::<F>, drop_inline::<F>)
+            let drop_fn = mem::needs_drop::<F>().then_some(drop_inline::<F> as DropFn);
+            (slot, call_inline::<F>, drop_fn)
         } else {
             let boxed: *mut F = Box::into_raw(Box::new(f));
             // SAFETY: a pointer fits in the slot.
             unsafe { at.cast::<*mut F>().write(boxed) };
-            (slot, call_boxed::<F>, drop_boxed::<F>)
+            (slot, call_boxed::<F>, Some(drop_boxed::<F> as DropFn))
         }
     }
 

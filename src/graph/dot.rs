@@ -38,8 +38,10 @@ impl Graph<'_> {
             };
             let _ = writeln!(out, "  n{i} [label=\"{label}\"{style}];");
         }
-        for (i, meta) in self.meta.iter().enumerate() {
-            for s in &meta.successors {
+        for i in 0..self.meta.len() {
+            let mut successors: Vec<u32> = self.successors_of(i).collect();
+            successors.reverse();
+            for s in successors {
                 let _ = writeln!(out, "  n{i} -> n{s};");
             }
         }

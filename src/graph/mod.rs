@@ -11,10 +11,16 @@
 //! distinct predecessors and, between runs, every node's `pending` equals
 //! it (a node resets its own count when it starts, and every node starts
 //! once per run, skipped or not); edges never close a cycle (checked when
-//! added); duplicate edges are dropped.
+//! added, see `order.rs`); duplicate edges are dropped; a node's run
+//! successor list keeps the order its edges were added in. The builder keeps
+//! its edges in one flat array, threaded into per-node successor and
+//! predecessor lists, so adding a node or an edge allocates nothing of its
+//! own; the run's compact successor lists are made from it before the
+//! first run after a change.
 
 mod body;
 mod dot;
+mod order;
 mod run;
 
 pub use run::Subflow;
@@ -22,6 +28,7 @@ pub use run::Subflow;
 use crate::error::GraphError;
 use crate::task::Dispatch;
 use body::{BodySlot, CallFn, DropFn};
+use std::collections::HashMap;
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -146,12 +153,26 @@ const NO_WORKER: u16 = u16::MAX;
 // `run_graph`, which holds the graph exclusively.
 unsafe impl Send for Node<'_> {}
 
-/// What only the builder, error messages and `to_dot` need.
+/// What only the builder needs (names and drop functions live apart,
+/// for the few nodes that have them).
 struct NodeMeta {
-    name: Option<String>,
-    predecessors: Vec<u32>,
-    successors: Vec<u32>,
-    drop_body: DropFn,
+    /// The node's successor and predecessor lists in `Graph::edges`,
+    /// newest edge first (`NO_EDGE`: empty). Its number of successors is
+    /// the run's `SuccessorList::len`.
+    first_succ: u32,
+    first_pred: u32,
+}
+
+/// Ends an edge list.
+const NO_EDGE: u32 = u32::MAX;
+
+/// An edge, threaded into its source's successor list and its target's
+/// predecessor list.
+struct Edge {
+    from: u32,
+    to: u32,
+    next_succ: u32,
+    next_pred: u32,
 }
 
 /// A reusable DAG of work; nodes may borrow anything that outlives `'a`.
@@ -178,35 +199,47 @@ pub struct Graph<'a> {
     id: u64,
     nodes: Vec<Node<'a>>,
     meta: Vec<NodeMeta>,
-    edges: usize,
-    /// Nodes without predecessors and nodes without successors, recomputed
-    /// before a run when the graph changed.
+    edges: Vec<Edge>,
+    /// Nodes without predecessors: a bit per node, kept as edges are
+    /// added, and the list made from it before a run. The number of nodes
+    /// without successors.
+    root_bits: Vec<u64>,
     roots: Vec<u32>,
     sinks: usize,
+    /// Nodes with more than two successors: their lists go to
+    /// `successor_pool` before the next run.
+    long_lists: Vec<u32>,
     shape_dirty: bool,
-    /// The largest affinity of any node, checked against the pool per run.
+    /// The largest affinity of any node, checked against the pool per run
+    /// (recomputed when an affinity changed).
     max_affinity: Option<(u32, u32)>,
+    affinity_dirty: bool,
+    /// Names, for the nodes that have one.
+    names: HashMap<u32, String>,
+    /// The bodies that need dropping (boxed, or with drop glue).
+    drops: Vec<(u32, DropFn)>,
     /// In an `Arc`, not a `Box`: nodes keep raw pointers to it, which a
     /// moved `Box` (a unique pointer) would invalidate.
     shared: Arc<RunShared>,
     /// The successor lists longer than two, end to end (`SuccessorList`).
     successor_pool: Vec<u32>,
-    /// Each node's name for trace records (`refresh_shape`).
+    /// Each node's name for trace records (`refresh_shape`), or nothing
+    /// if no node has a name.
     trace_names: Vec<Option<Arc<str>>>,
-    /// Scratch for the cycle check: a visit stamp and a parent per node.
-    visit_stamp: Vec<u32>,
-    visit_parent: Vec<u32>,
-    stamp: u32,
+    /// A topological order of the nodes, kept as edges are added, which
+    /// makes the cycle check of an edge that agrees with it O(1).
+    order: order::TopoOrder,
 }
 
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Drop for Graph<'_> {
     fn drop(&mut self) {
-        for (node, meta) in self.nodes.iter().zip(&self.meta) {
-            // SAFETY: each body is dropped once, here, with the function
-            // made for it; no run is in progress (we hold the graph).
-            unsafe { (meta.drop_body)(node.body.as_ptr()) };
+        for &(i, drop_body) in &self.drops {
+            // SAFETY: each body that needs it is dropped once, here, with
+            // the function made for it; no run is in progress (we hold the
+            // graph). The others need nothing done.
+            unsafe { drop_body(self.nodes[i as usize].body.as_ptr()) };
         }
     }
 }
@@ -222,7 +255,7 @@ impl fmt::Debug for Graph<'_> {
         f.debug_struct("Graph")
             .field("id", &self.id)
             .field("nodes", &self.nodes.len())
-            .field("edges", &self.edges)
+            .field("edges", &self.edges.len())
             .finish_non_exhaustive()
     }
 }
@@ -234,18 +267,33 @@ impl<'a> Graph<'a> {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
             nodes: Vec::new(),
             meta: Vec::new(),
-            edges: 0,
+            edges: Vec::new(),
+            root_bits: Vec::new(),
             roots: Vec::new(),
             sinks: 0,
+            long_lists: Vec::new(),
             shape_dirty: false,
             max_affinity: None,
+            affinity_dirty: false,
+            names: HashMap::new(),
+            drops: Vec::new(),
             shared: Arc::new(RunShared::new()),
             successor_pool: Vec::new(),
             trace_names: Vec::new(),
-            visit_stamp: Vec::new(),
-            visit_parent: Vec::new(),
-            stamp: 0,
+            order: order::TopoOrder::default(),
         }
+    }
+
+    /// An empty graph with room for `nodes` nodes and `edges` edges before
+    /// it allocates again (as `Vec::with_capacity`: building a graph of a
+    /// known size then copies nothing as it grows).
+    pub fn with_capacity(nodes: usize, edges: usize) -> Self {
+        let mut g = Self::new();
+        g.nodes.reserve_exact(nodes);
+        g.meta.reserve_exact(nodes);
+        g.root_bits.reserve_exact(nodes.div_ceil(64));
+        g.edges.reserve_exact(edges);
+        g
     }
 
     /// Add a node that runs `f` once per run of the graph.
@@ -262,7 +310,7 @@ impl<'a> Graph<'a> {
         F: FnMut() + Send + 'a,
     {
         let id = self.add(f);
-        self.meta[id.index()].name = Some(name.into());
+        self.names.insert(id.index, name.into());
         id
     }
 
@@ -296,6 +344,9 @@ impl<'a> Graph<'a> {
             .filter(|&i| i < u32::MAX)
             .expect("a graph holds fewer than 2^32 - 1 nodes");
         let (body, call, drop_body) = BodySlot::new(f);
+        if let Some(drop_body) = drop_body {
+            self.drops.push((index, drop_body));
+        }
         self.nodes.push(Node {
             pending: AtomicU32::new(0),
             in_degree: 0,
@@ -309,13 +360,15 @@ impl<'a> Graph<'a> {
             body,
         });
         self.meta.push(NodeMeta {
-            name: None,
-            predecessors: Vec::new(),
-            successors: Vec::new(),
-            drop_body,
+            first_succ: NO_EDGE,
+            first_pred: NO_EDGE,
         });
-        self.visit_stamp.push(0);
-        self.visit_parent.push(0);
+        if index % 64 == 0 {
+            self.root_bits.push(0);
+        }
+        self.root_bits[index as usize / 64] |= 1 << (index % 64);
+        self.sinks += 1;
+        self.order.push();
         self.shape_dirty = true;
         NodeId {
             graph: self.id,
@@ -326,7 +379,7 @@ impl<'a> Graph<'a> {
     /// Name a node (shown in error messages and `to_dot`).
     pub fn set_name(&mut self, node: NodeId, name: impl Into<String>) -> Result<(), GraphError> {
         let i = self.check(node)?;
-        self.meta[i].name = Some(name.into());
+        self.names.insert(i as u32, name.into());
         self.shape_dirty = true;
         Ok(())
     }
@@ -355,6 +408,7 @@ impl<'a> Graph<'a> {
             Some(w) => u32::try_from(w).unwrap_or(u32::MAX - 1).min(u32::MAX - 1),
             None => NO_AFFINITY,
         };
+        self.affinity_dirty = true;
         self.shape_dirty = true;
         Ok(())
     }
@@ -382,15 +436,18 @@ impl<'a> Graph<'a> {
             });
         }
         // Duplicate? Scan the shorter of the two lists.
-        let duplicate = if self.meta[a].successors.len() <= self.meta[b].predecessors.len() {
-            self.meta[a].successors.contains(&(b as u32))
+        let duplicate = if self.nodes[a].successors.len <= self.nodes[b].in_degree {
+            self.successors_of(a).any(|s| s == b as u32)
         } else {
-            self.meta[b].predecessors.contains(&(a as u32))
+            self.predecessors_of(b).any(|p| p == a as u32)
         };
         if duplicate {
             return Ok(());
         }
-        if let Some(path) = self.path(b, a) {
+        if let Err(path) = self
+            .order
+            .add_edge(a as u32, b as u32, &self.meta, &self.edges)
+        {
             let cycle: Vec<NodeId> = path
                 .iter()
                 .map(|&i| NodeId {
@@ -405,12 +462,35 @@ impl<'a> Graph<'a> {
                 names: names.join(" -> "),
             });
         }
-        self.meta[a].successors.push(b as u32);
-        self.meta[b].predecessors.push(a as u32);
+        let edge = u32::try_from(self.edges.len())
+            .ok()
+            .filter(|&e| e != NO_EDGE)
+            .expect("a graph holds fewer than 2^32 - 1 edges");
+        self.edges.push(Edge {
+            from: a as u32,
+            to: b as u32,
+            next_succ: self.meta[a].first_succ,
+            next_pred: self.meta[b].first_pred,
+        });
+        self.meta[a].first_succ = edge;
+        self.meta[b].first_pred = edge;
+        // The run's successor list, in the order edges were added: inline
+        // up to two, else made from the edge list before the next run.
+        let list = &mut self.nodes[a].successors;
+        list.len += 1;
+        match list.len {
+            1 => {
+                self.sinks -= 1;
+                list.inline[0] = b as u32;
+            }
+            2 => list.inline[1] = b as u32,
+            3 => self.long_lists.push(a as u32),
+            _ => {}
+        }
         let node = &mut self.nodes[b];
         node.in_degree += 1;
         *node.pending.get_mut() += 1;
-        self.edges += 1;
+        self.root_bits[b / 64] &= !(1 << (b % 64));
         self.shape_dirty = true;
         Ok(())
     }
@@ -432,7 +512,7 @@ impl<'a> Graph<'a> {
 
     /// Number of (distinct) edges.
     pub fn num_edges(&self) -> usize {
-        self.edges
+        self.edges.len()
     }
 
     /// A token that cancels this graph's runs (see [`CancelToken`]).
@@ -450,44 +530,20 @@ impl<'a> Graph<'a> {
 
     /// A node's name, or `#index` if it has none.
     fn label(&self, index: usize) -> String {
-        match &self.meta[index].name {
+        match self.names.get(&(index as u32)) {
             Some(name) => name.clone(),
             None => format!("#{index}"),
         }
     }
 
-    /// A path `from ->* to` along successor edges, if there is one (the
-    /// nodes in order, both ends included). Iterative depth-first search
-    /// with visit stamps, so no allocation beyond the path itself.
-    fn path(&mut self, from: usize, to: usize) -> Option<Vec<u32>> {
-        self.stamp = self.stamp.wrapping_add(1);
-        if self.stamp == 0 {
-            self.visit_stamp.iter_mut().for_each(|s| *s = 0);
-            self.stamp = 1;
-        }
-        let stamp = self.stamp;
-        let mut stack = vec![from as u32];
-        self.visit_stamp[from] = stamp;
-        while let Some(n) = stack.pop() {
-            if n as usize == to {
-                let mut path = vec![n];
-                let mut at = n as usize;
-                while at != from {
-                    at = self.visit_parent[at] as usize;
-                    path.push(at as u32);
-                }
-                path.reverse();
-                return Some(path);
-            }
-            for &s in &self.meta[n as usize].successors {
-                if self.visit_stamp[s as usize] != stamp {
-                    self.visit_stamp[s as usize] = stamp;
-                    self.visit_parent[s as usize] = n;
-                    stack.push(s);
-                }
-            }
-        }
-        None
+    /// Node `i`'s successors, newest edge first.
+    fn successors_of(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
+        edge_list(&self.edges, self.meta[i].first_succ, |e| e.next_succ).map(|e| e.to)
+    }
+
+    /// Node `i`'s predecessors, newest edge first.
+    fn predecessors_of(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
+        edge_list(&self.edges, self.meta[i].first_pred, |e| e.next_pred).map(|e| e.from)
     }
 
     /// Recompute roots, the sink count, the largest affinity and the run's
@@ -497,41 +553,55 @@ impl<'a> Graph<'a> {
         if !self.shape_dirty {
             return;
         }
-        self.successor_pool.clear();
-        for (node, meta) in self.nodes.iter_mut().zip(&self.meta) {
-            let list = &meta.successors;
-            node.successors = SuccessorList {
-                len: list.len() as u32,
-                inline: match list.len() {
-                    0 => [0, 0],
-                    1 => [list[0], 0],
-                    2 => [list[0], list[1]],
-                    _ => [self.successor_pool.len() as u32, 0],
-                },
-            };
-            if list.len() > 2 {
-                self.successor_pool.extend_from_slice(list);
+        self.roots.clear();
+        for (w, &bits) in self.root_bits.iter().enumerate() {
+            let mut bits = bits;
+            while bits != 0 {
+                self.roots.push((w * 64) as u32 + bits.trailing_zeros());
+                bits &= bits - 1;
             }
         }
-        self.roots.clear();
-        self.roots.extend(
-            self.nodes
+        self.successor_pool.clear();
+        for &a in &self.long_lists {
+            let first = self.meta[a as usize].first_succ;
+            let offset = self.successor_pool.len();
+            self.successor_pool
+                .extend(edge_list(&self.edges, first, |e| e.next_succ).map(|e| e.to));
+            // Oldest edge first, as they were added.
+            self.successor_pool[offset..].reverse();
+            self.nodes[a as usize].successors.inline = [offset as u32, 0];
+        }
+        self.trace_names.clear();
+        if !self.names.is_empty() {
+            self.trace_names.resize(self.nodes.len(), None);
+            for (&i, name) in &self.names {
+                self.trace_names[i as usize] = Some(Arc::from(name.as_str()));
+            }
+        }
+        if self.affinity_dirty {
+            self.max_affinity = self
+                .nodes
                 .iter()
                 .enumerate()
-                .filter(|(_, n)| n.in_degree == 0)
-                .map(|(i, _)| i as u32),
-        );
-        self.sinks = self.meta.iter().filter(|m| m.successors.is_empty()).count();
-        self.trace_names.clear();
-        self.trace_names
-            .extend(self.meta.iter().map(|m| m.name.as_deref().map(Arc::from)));
-        self.max_affinity = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.affinity != NO_AFFINITY)
-            .map(|(i, n)| (n.affinity, i as u32))
-            .max();
+                .filter(|(_, n)| n.affinity != NO_AFFINITY)
+                .map(|(i, n)| (n.affinity, i as u32))
+                .max();
+            self.affinity_dirty = false;
+        }
         self.shape_dirty = false;
     }
+}
+
+/// The edges of one list in `edges`, from `first`, following `next`.
+fn edge_list<'e>(
+    edges: &'e [Edge],
+    first: u32,
+    next: impl Fn(&Edge) -> u32 + 'e,
+) -> impl Iterator<Item = &'e Edge> + 'e {
+    let mut at = first;
+    std::iter::from_fn(move || {
+        let edge = edges.get(at as usize)?;
+        at = next(edge);
+        Some(edge)
+    })
 }

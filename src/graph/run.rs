@@ -4,7 +4,8 @@
 //! in-degree. The roots are routed like any ready node; a worker runs a
 //! node, then decrements its successors. A successor with in-degree one is
 //! ready without an atomic operation (its only predecessor just finished);
-//! the first ready successor that may run here is handed back as rule 2,
+//! the ready successor that may run here and lies nearest to the node in
+//! the graph's storage is handed back as rule 2,
 //! the others are routed by their dispatch and affinity. A node restores
 //! its own `pending` when it starts. Nodes without successors (sinks)
 //! release the run's latch; the caller waits on it, working if it is a
@@ -33,7 +34,7 @@ use parking_lot::Mutex;
 use std::any::Any;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// The state of the run in progress, shared by the graph's nodes. One per
 /// graph, reused by every run.
@@ -50,6 +51,7 @@ pub(crate) struct RunShared {
     successor_pool: AtomicPtr<u32>,
     /// The nodes' names as trace records want them, one per node.
     names: AtomicPtr<Option<Arc<str>>>,
+    names_len: AtomicUsize,
     /// Whether the run's nodes went to the shared queue (`WaitAccess`).
     used_shared_queue: SharedQueueFlag,
     /// The latch an outside caller blocks on, reused run after run.
@@ -70,6 +72,7 @@ impl RunShared {
             nodes: AtomicPtr::new(ptr::null_mut()),
             successor_pool: AtomicPtr::new(ptr::null_mut()),
             names: AtomicPtr::new(ptr::null_mut()),
+            names_len: AtomicUsize::new(0),
             used_shared_queue: SharedQueueFlag::new(),
             blocking: Arc::new(LockLatch::new()),
             replay: AtomicBool::new(false),
@@ -268,8 +271,11 @@ fn execute_traced(node: &'static Node<'static>, worker: &WorkerThread) -> Option
     let names = shared.names.load(Ordering::Relaxed).cast_const();
     // SAFETY: `node` is an element of the running graph's node array.
     let index = unsafe { ptr::from_ref(node).offset_from(base) } as usize;
-    // SAFETY: `names` has an entry per node while the graph runs.
-    let name = unsafe { (*names.add(index)).clone() };
+    // SAFETY: `names` has an entry per node while the graph runs, or is
+    // empty (no node has a name).
+    let name = (index < shared.names_len.load(Ordering::Relaxed))
+        .then(|| unsafe { (*names.add(index)).clone() })
+        .flatten();
     // SAFETY: `node` is ready; this is its only execution in this run.
     let next = unsafe { run_node(node, worker, shared.replay()) };
     worker.set_trace_name(name);
@@ -324,8 +330,8 @@ unsafe fn run_node<'a>(
     unsafe { complete(node, worker, replay) }
 }
 
-/// The node finished: decrement its successors, hand back the first one it
-/// made ready that may run here (rule 2), route the rest; or, for a sink,
+/// The node finished: decrement its successors, hand back the one it made
+/// ready that may run here and lies nearest to it in memory (rule 2), route the rest; or, for a sink,
 /// release the run's latch.
 ///
 /// # Safety
@@ -378,19 +384,37 @@ unsafe fn complete<'a>(
         }
         let affinity = preferred_worker(succ, replay);
         let local = succ.dispatch == Dispatch::Spawn && affinity.is_none_or(|a| a == here);
-        if local && next.is_none() {
-            next = Some(succ);
-        } else {
-            worker.registry().route(
-                node_job(succ, shared.region()),
-                succ.dispatch,
-                affinity,
-                Some(worker),
-                || shared.used_shared_queue.note(),
-            );
-        }
+        // Rule 2 keeps the local successor nearest to this node in the
+        // graph's storage, the rest go to the deque: the walk follows the
+        // memory layout (a grid runs along its rows, a tree down its
+        // first children) whatever order the edges were added in.
+        let (job, dispatch, affinity) = match (local, next) {
+            (true, None) => {
+                next = Some(succ);
+                continue;
+            }
+            (true, Some(kept)) if distance(node, succ) < distance(node, kept) => {
+                next = Some(succ);
+                (kept, Dispatch::Spawn, None)
+            }
+            (true, Some(_)) => (succ, Dispatch::Spawn, None),
+            (false, _) => (succ, succ.dispatch, affinity),
+        };
+        worker.registry().route(
+            node_job(job, shared.region()),
+            dispatch,
+            affinity,
+            Some(worker),
+            || shared.used_shared_queue.note(),
+        );
     }
     next
+}
+
+/// How far apart two nodes of one graph lie in memory, in bytes.
+#[inline(always)]
+fn distance(a: &Node<'_>, b: &Node<'_>) -> usize {
+    (a as *const Node<'_> as usize).abs_diff(b as *const Node<'_> as usize)
 }
 
 /// `Pool::run_graph`: run every node of `graph` once, in dependency order.
@@ -418,6 +442,9 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
     shared
         .names
         .store(graph.trace_names.as_ptr().cast_mut(), Ordering::Relaxed);
+    shared
+        .names_len
+        .store(graph.trace_names.len(), Ordering::Relaxed);
     shared.used_shared_queue.reset();
     shared
         .region
