@@ -707,11 +707,7 @@ fn run_on_worker(worker: &WorkerThread, tasks: Vec<TaskRef>) -> Group {
         OnPanic::Cancel,
         worker.region(),
     );
-    for task in tasks {
-        if let Some(ready) = task.submit(&group, None, None, group.region()) {
-            worker.route(ready);
-        }
-    }
+    crate::task::submit_all(tasks, &group, group.region(), |ready| worker.route(ready));
     // SAFETY: the group lives on this frame until after the wait.
     unsafe { CountLatch::release(group.latch()) };
     worker.wait_until(
@@ -729,11 +725,9 @@ fn run_from_outside(registry: &Arc<Registry>, tasks: Vec<TaskRef>) -> Group {
         OnPanic::Cancel,
         region::outside_current(),
     );
-    for task in tasks {
-        if let Some(ready) = task.submit(&group, None, None, group.region()) {
-            registry.route_ready(ready, None);
-        }
-    }
+    crate::task::submit_all(tasks, &group, group.region(), |ready| {
+        registry.route_ready(ready, None)
+    });
     // SAFETY: the group lives on this frame until after the wait.
     unsafe { CountLatch::release(group.latch()) };
     group.latch().wait_blocking();

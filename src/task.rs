@@ -402,6 +402,31 @@ impl TaskRef {
     }
 }
 
+/// Hand a whole set of nodes to `group` (`Pool::run`), submitted from a
+/// context in region `current`, and pass each node this made ready to
+/// `route`, in the set's order.
+///
+/// The nodes are submitted newest first, so that a node whose successor is
+/// in the set sees it there already and needs no group unit of its own (a
+/// chain of a million nodes takes one unit, not a million read-modify-
+/// writes of the group's counter), and each node's line is touched once.
+/// The ready ones are routed only at the end: no worker races the
+/// submitting thread for the nodes meanwhile.
+pub(crate) fn submit_all(
+    tasks: Vec<TaskRef>,
+    group: &Group,
+    current: Region,
+    mut route: impl FnMut(ReadyNode),
+) {
+    let mut ready = Vec::new();
+    for task in tasks.into_iter().rev() {
+        if let Some(node) = task.submit(group, None, None, current) {
+            ready.push(node);
+        }
+    }
+    ready.into_iter().rev().for_each(&mut route);
+}
+
 impl Drop for TaskRef {
     /// Dropping an unsubmitted node cancels it and everything after it.
     fn drop(&mut self) {
