@@ -514,6 +514,38 @@ fn bench_scope_fifo_tree(ours: &Pool, theirs: &rayon::ThreadPool) {
     );
 }
 
+/// `scope_fifo_flat/1000000`: one task spawns a million FIFO jobs in a
+/// `scope_fifo` (the body runs on a worker: both sides `install` first).
+fn bench_scope_fifo_flat(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 1_000_000u64;
+    compare(
+        "scope_fifo_flat/1000000",
+        7,
+        side(|| {
+            || {
+                let before = ticks();
+                ours.scope_fifo(|s| {
+                    for _ in 0..n {
+                        s.spawn_fifo(|_| tick());
+                    }
+                });
+                assert_eq!(ticks() - before, n);
+            }
+        }),
+        side(|| {
+            || {
+                let before = ticks();
+                theirs.scope_fifo(|s| {
+                    for _ in 0..n {
+                        s.spawn_fifo(|_| tick());
+                    }
+                });
+                assert_eq!(ticks() - before, n);
+            }
+        }),
+    );
+}
+
 /// Wait until `ticks()` reached `target` (for detached `'static` tasks).
 fn wait_ticks(target: u64) {
     while ticks() < target {
@@ -568,7 +600,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 27] = [
+    let benches: [(&str, Bench); 28] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_join/30", bench_fib_join),
         ("fib_join_cutoff/40", bench_fib_join_cutoff),
@@ -577,6 +609,7 @@ fn main() {
         ("enqueue_flat/1000000", bench_enqueue_flat),
         ("scope_tree/1000000", bench_scope_tree),
         ("scope_fifo_tree/1000000", bench_scope_fifo_tree),
+        ("scope_fifo_flat/1000000", bench_scope_fifo_flat),
         ("spawn_fifo_flat/1000000", bench_spawn_fifo_flat),
         ("graph_chain/1000000", graph_shapes::bench_graph_chain),
         (

@@ -28,7 +28,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Block sizes of the classes; all blocks are aligned to `CLASS_ALIGN`.
-const CLASS_SIZES: [usize; 4] = [64, 128, 256, 512];
+const CLASS_SIZES: [usize; 5] = [32, 64, 128, 256, 512];
 const CLASSES: usize = CLASS_SIZES.len();
 const CLASS_ALIGN: usize = 16;
 /// Blocks moved between a thread and the depot at once.
