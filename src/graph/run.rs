@@ -58,6 +58,9 @@ pub(crate) struct RunShared {
     blocking: Arc<LockLatch>,
     /// Affinity replay: nodes prefer the worker that ran them last.
     replay: AtomicBool,
+    /// The run's pool has one worker slot: a single thread runs every
+    /// node, so predecessor counts need no read-modify-write.
+    exclusive: AtomicBool,
     /// The isolation region of the run in progress (`Region::to_bits`):
     /// its caller's, so an isolated caller can run every node.
     region: AtomicU64,
@@ -76,6 +79,7 @@ impl RunShared {
             used_shared_queue: SharedQueueFlag::new(),
             blocking: Arc::new(LockLatch::new()),
             replay: AtomicBool::new(false),
+            exclusive: AtomicBool::new(false),
             region: AtomicU64::new(Region::NONE.to_bits()),
         }
     }
@@ -370,6 +374,7 @@ unsafe fn complete<'a>(
         }
     };
     let here = worker.index();
+    let exclusive = shared.exclusive.load(Ordering::Relaxed);
     let mut next = None;
     // Safe to read the pool between decrements: while one is left to
     // decrement, some sink cannot finish, so the run cannot end.
@@ -377,8 +382,16 @@ unsafe fn complete<'a>(
         // SAFETY: `k` is within the node's list; successor indices are in
         // bounds of the running graph.
         let succ = unsafe { &*base.add(*successors.add(k) as usize) };
-        // A single predecessor needs no atomic: it is ready now.
-        let ready = succ.in_degree == 1 || succ.pending.fetch_sub(1, Ordering::AcqRel) == 1;
+        // A single predecessor needs no atomic: it is ready now. Nor does
+        // a pool with one worker slot: no other thread runs this graph.
+        let ready = succ.in_degree == 1
+            || if exclusive {
+                let left = succ.pending.load(Ordering::Relaxed) - 1;
+                succ.pending.store(left, Ordering::Relaxed);
+                left == 0
+            } else {
+                succ.pending.fetch_sub(1, Ordering::AcqRel) == 1
+            };
         if !ready {
             continue;
         }
@@ -433,6 +446,11 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
         });
     }
     let shared = &*graph.shared;
+    // One slot: a 1-thread pool's worker, or a 0-thread pool's guest (one
+    // caller at a time); outside callers of a 1-thread pool only wait.
+    shared
+        .exclusive
+        .store(registry.num_slots() == 1, Ordering::Relaxed);
     shared
         .nodes
         .store(graph.nodes.as_ptr().cast_mut().cast(), Ordering::Relaxed);
