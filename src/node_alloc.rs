@@ -34,7 +34,7 @@ const CLASS_ALIGN: usize = 16;
 /// Blocks moved between a thread and the depot at once.
 const BATCH: usize = 64;
 /// Batches the depot keeps per class.
-const DEPOT_BATCHES: usize = 16384;
+const DEPOT_BATCHES: usize = 256;
 
 /// Free blocks of one class, moved as a unit.
 struct Batch(Vec<NonNull<u8>>);
