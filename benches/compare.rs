@@ -180,6 +180,23 @@ fn bench_fib_cps(ours: &Pool, theirs: &rayon::ThreadPool) {
     );
 }
 
+/// `fib_cps/30/1worker`: the same on pools of one worker each.
+fn bench_fib_cps_one_worker(_: &Pool, _: &rayon::ThreadPool) {
+    let ours = Pool::builder().num_threads(1).build().expect("sixfold pool");
+    let theirs = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("rayon pool");
+    let n = 30;
+    let expect = fib_seq(n);
+    compare(
+        "fib_cps/30/1worker",
+        9,
+        side(|| || assert_eq!(cps_fib::fib(&ours, black_box(n)), expect)),
+        side(|| || assert_eq!(theirs.install(|| fib_rayon(black_box(n))), expect)),
+    );
+}
+
 // ---------------------------------------------------------------- chain
 
 /// A node of the rayon side's hand-made task graph.
@@ -600,8 +617,9 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 28] = [
+    let benches: [(&str, Bench); 29] = [
         ("fib_cps/30", bench_fib_cps),
+        ("fib_cps/30/1worker", bench_fib_cps_one_worker),
         ("fib_join/30", bench_fib_join),
         ("fib_join_cutoff/40", bench_fib_join_cutoff),
         ("chain/1000000", bench_chain),
