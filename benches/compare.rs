@@ -182,7 +182,10 @@ fn bench_fib_cps(ours: &Pool, theirs: &rayon::ThreadPool) {
 
 /// `fib_cps/30/1worker`: the same on pools of one worker each.
 fn bench_fib_cps_one_worker(_: &Pool, _: &rayon::ThreadPool) {
-    let ours = Pool::builder().num_threads(1).build().expect("sixfold pool");
+    let ours = Pool::builder()
+        .num_threads(1)
+        .build()
+        .expect("sixfold pool");
     let theirs = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
