@@ -406,11 +406,13 @@ unsafe fn complete<'a>(
                 next = Some(succ);
                 continue;
             }
+            // The one not kept goes where its placement says: a local
+            // node may still have affinity for this worker (its mailbox).
             (true, Some(kept)) if distance(node, succ) < distance(node, kept) => {
                 next = Some(succ);
-                (kept, Dispatch::Spawn, None)
+                (kept, kept.dispatch, preferred_worker(kept, replay))
             }
-            (true, Some(_)) => (succ, Dispatch::Spawn, None),
+            (true, Some(_)) => (succ, succ.dispatch, affinity),
             (false, _) => (succ, succ.dispatch, affinity),
         };
         worker.registry().route(
