@@ -264,15 +264,20 @@ pub mod loom_api {
     /// A pipeline's any-order gate.
     pub struct LoomAnyOrderGate(crate::pipeline::AnyOrderGate);
 
-    /// What `arrive` gave: `Ok(None)` entered, `Err(())` parked,
-    /// `Ok(Some(slot))` switched to another parked slot.
-    pub type LoomArrival = Result<Option<u32>, ()>;
+    /// What `arrive` gave: entered, parked, or switched to another
+    /// parked slot (which the caller now holds the gate for).
+    #[derive(Debug, PartialEq, Eq)]
+    pub enum LoomArrival {
+        Enter,
+        Parked,
+        Switch(u32),
+    }
 
     fn arrival(a: crate::pipeline::Arrival) -> LoomArrival {
         match a {
-            crate::pipeline::Arrival::Enter => Ok(None),
-            crate::pipeline::Arrival::Parked => Err(()),
-            crate::pipeline::Arrival::Switch(slot) => Ok(Some(slot)),
+            crate::pipeline::Arrival::Enter => LoomArrival::Enter,
+            crate::pipeline::Arrival::Parked => LoomArrival::Parked,
+            crate::pipeline::Arrival::Switch(slot) => LoomArrival::Switch(slot),
         }
     }
 

@@ -11,20 +11,20 @@
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::thread;
-use sixfold::loom_api::{LoomAnyOrderGate, LoomInOrderGate};
+use sixfold::loom_api::{LoomAnyOrderGate, LoomArrival, LoomInOrderGate};
 
 #[test]
 fn in_order_next_item_is_taken_exactly_once_by_arriver_or_leaver() {
     loom::model(|| {
         let gate = Arc::new(LoomInOrderGate::new(2));
         // Item 0 (slot 0) holds the gate.
-        assert_eq!(gate.arrive(0, 0), Ok(None));
+        assert_eq!(gate.arrive(0, 0), LoomArrival::Enter);
         let taken = Arc::new(AtomicUsize::new(0));
         let arriver = {
             let (gate, taken) = (gate.clone(), taken.clone());
             thread::spawn(move || {
                 let a = gate.arrive(1, 1);
-                if a == Ok(None) {
+                if a == LoomArrival::Enter {
                     taken.fetch_add(1, Ordering::SeqCst);
                 }
                 a
@@ -50,19 +50,19 @@ fn in_order_item_waits_for_its_turn() {
         // Item 2 arrives before item 1: it must not enter before 1 left.
         let entered_early = Arc::new(AtomicBool::new(false));
         let one_done = Arc::new(AtomicBool::new(false));
-        assert_eq!(gate.arrive(0, 0), Ok(None));
+        assert_eq!(gate.arrive(0, 0), LoomArrival::Enter);
         let late = {
             let (gate, entered_early, one_done) =
                 (gate.clone(), entered_early.clone(), one_done.clone());
             thread::spawn(move || {
-                if gate.arrive(2, 2) == Ok(None) && !one_done.load(Ordering::SeqCst) {
+                if gate.arrive(2, 2) == LoomArrival::Enter && !one_done.load(Ordering::SeqCst) {
                     entered_early.store(true, Ordering::SeqCst);
                 }
             })
         };
         // Item 0 leaves; item 1 arrives (it is next) and leaves.
         assert_eq!(gate.finish(0), None);
-        assert_eq!(gate.arrive(1, 1), Ok(None));
+        assert_eq!(gate.arrive(1, 1), LoomArrival::Enter);
         one_done.store(true, Ordering::SeqCst);
         let handed = gate.finish(1);
         late.join().unwrap();
@@ -97,15 +97,15 @@ fn any_order_runs_every_item_once_with_one_holder_at_a_time() {
             AtomicUsize::new(0),
             AtomicUsize::new(0),
         ]);
-        assert_eq!(gate.arrive(0), Ok(None));
+        assert_eq!(gate.arrive(0), LoomArrival::Enter);
         let arrivers: Vec<_> = [1u32, 2]
             .into_iter()
             .map(|slot| {
                 let (gate, inside, ran) = (gate.clone(), inside.clone(), ran.clone());
                 thread::spawn(move || match gate.arrive(slot) {
-                    Ok(None) => hold(&gate, &inside, &ran, slot),
-                    Ok(Some(other)) => hold(&gate, &inside, &ran, other),
-                    Err(()) => {}
+                    LoomArrival::Enter => hold(&gate, &inside, &ran, slot),
+                    LoomArrival::Switch(other) => hold(&gate, &inside, &ran, other),
+                    LoomArrival::Parked => {}
                 })
             })
             .collect();
