@@ -33,7 +33,7 @@ use crate::job::{JobRef, Next};
 use crate::node_alloc;
 use crate::region::Region;
 use crate::stats::Rule;
-use crate::sync::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use crate::unwind;
 use crate::worker::WorkerThread;
 use std::alloc::Layout;
@@ -107,14 +107,17 @@ pub enum Dispatch {
     Enqueue,
 }
 
-const NO_AFFINITY: usize = usize::MAX;
+const NO_AFFINITY: u32 = u32::MAX;
 
 /// The successors of a node: the first inline (most nodes have at most one),
-/// the rest in a vector that allocates only when used.
+/// the rest in a vector behind one pointer, allocated only when used (so
+/// the header stays small enough for a one-shot node to fit 64 bytes).
 #[derive(Default)]
 pub(crate) struct Successors {
     first: Option<NonNull<Header>>,
-    rest: Vec<NonNull<Header>>,
+    // Boxed on purpose: one word in the header instead of a Vec's three.
+    #[allow(clippy::box_collection)]
+    rest: Option<Box<Vec<NonNull<Header>>>>,
 }
 
 impl Successors {
@@ -122,12 +125,13 @@ impl Successors {
         if self.first.is_none() {
             self.first = Some(node);
         } else {
-            self.rest.push(node);
+            self.rest.get_or_insert_default().push(node);
         }
     }
 
     fn iter(&self) -> impl Iterator<Item = NonNull<Header>> + '_ {
-        self.first.into_iter().chain(self.rest.iter().copied())
+        let rest = self.rest.as_deref().map_or(&[][..], Vec::as_slice);
+        self.first.into_iter().chain(rest.iter().copied())
     }
 
     fn is_empty(&self) -> bool {
@@ -138,7 +142,8 @@ impl Successors {
 /// The fields only the node's current owner touches.
 struct Meta {
     dispatch: Dispatch,
-    affinity: usize,
+    /// `NO_AFFINITY` or a worker index.
+    affinity: u32,
     /// The isolation region the node runs in (set at submission).
     region: Region,
     /// Whether this node holds a unit of its group (see `group.rs`).
@@ -156,7 +161,7 @@ struct VTable {
 /// The scheduler's part of a task node.
 pub(crate) struct Header {
     /// Predecessors not yet completed, plus one while a handle holds it.
-    pending: AtomicUsize,
+    pending: AtomicU32,
     /// Set when a predecessor failed or the handle was dropped: skip the body.
     cancelled: AtomicBool,
     /// The group the node was submitted to; null before submission.
@@ -164,6 +169,12 @@ pub(crate) struct Header {
     meta: UnsafeCell<Meta>,
     vtable: &'static VTable,
 }
+
+// A one-shot closure node (header plus a small body) fits the 64-byte
+// class of the node allocator: one line to write, submit, run and free.
+// (Loom's atomics are larger: the bound is for real builds.)
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Header>() <= 56);
 
 #[repr(C)]
 struct Node<T> {
@@ -182,7 +193,7 @@ impl<T: Task> Node<T> {
     fn allocate(body: T) -> NonNull<Header> {
         let node = Node {
             header: Header {
-                pending: AtomicUsize::new(1),
+                pending: AtomicU32::new(1),
                 cancelled: AtomicBool::new(false),
                 group: AtomicPtr::new(ptr::null_mut()),
                 meta: UnsafeCell::new(Meta {
@@ -340,7 +351,7 @@ impl TaskRef {
 
     /// Predecessors of this node that have not completed yet.
     pub fn pending_predecessors(&self) -> usize {
-        header(self.node).pending.load(Ordering::Acquire) - 1
+        header(self.node).pending.load(Ordering::Acquire) as usize - 1
     }
 
     pub(crate) fn from_raw(node: NonNull<Header>) -> TaskRef {
@@ -374,7 +385,9 @@ impl TaskRef {
             meta.dispatch = dispatch;
         }
         if let Some(affinity) = affinity {
-            meta.affinity = affinity;
+            // Beyond u32 is out of range for every pool: keep it visible
+            // as such (routing refuses it) rather than wrap.
+            meta.affinity = u32::try_from(affinity).unwrap_or(NO_AFFINITY - 1);
         }
         if header.group.load(Ordering::Relaxed).is_null() {
             let group_ptr = group as *const Group as *mut Group;
@@ -456,7 +469,7 @@ impl ReadyNode {
     pub(crate) fn placement(&self) -> (Dispatch, Option<usize>) {
         // SAFETY: a ready node is owned by the holder of the ReadyNode.
         let meta = unsafe { &*header(self.node).meta.get() };
-        let affinity = (meta.affinity != NO_AFFINITY).then_some(meta.affinity);
+        let affinity = (meta.affinity != NO_AFFINITY).then_some(meta.affinity as usize);
         (meta.dispatch, affinity)
     }
 
