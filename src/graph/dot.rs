@@ -1,7 +1,7 @@
 //! GraphViz export of a graph: names, dispatch and affinity on each node.
 
 use super::{Graph, NO_AFFINITY};
-use crate::task::Dispatch;
+use crate::queues::dispatch::Dispatch;
 use std::fmt::Write;
 
 impl Graph<'_> {

@@ -26,7 +26,7 @@ mod run;
 pub use run::Subflow;
 
 use crate::error::GraphError;
-use crate::task::Dispatch;
+use crate::queues::dispatch::Dispatch;
 use body::{BodySlot, CallFn, DropFn};
 use std::collections::HashMap;
 use std::fmt;

@@ -22,14 +22,15 @@
 
 use super::{Graph, NO_AFFINITY, NO_WORKER, Node};
 use crate::error::GraphError;
-use crate::job::{JobRef, Next};
-use crate::latch::{CountLatch, LockLatch};
-use crate::region::{self, Region};
-use crate::registry::Registry;
-use crate::stats::Rule;
-use crate::task::Dispatch;
-use crate::unwind;
-use crate::worker::{SharedQueueFlag, WorkerThread};
+use crate::observe::stats::Rule;
+use crate::platform::latch::{CountLatch, LockLatch};
+use crate::platform::unwind;
+use crate::queues::dispatch::Dispatch;
+use crate::queues::region::Region;
+use crate::queues::shared_queue::SharedQueueFlag;
+use crate::worker::registry::Registry;
+use crate::worker::thread::WorkerThread;
+use crate::worker::thread::{JobRef, Next};
 use parking_lot::Mutex;
 use std::any::Any;
 use std::ptr::{self, NonNull};
@@ -466,9 +467,10 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
         .names_len
         .store(graph.trace_names.len(), Ordering::Relaxed);
     shared.used_shared_queue.reset();
-    shared
-        .region
-        .store(region::current().to_bits(), Ordering::Relaxed);
+    shared.region.store(
+        crate::worker::thread::current_region().to_bits(),
+        Ordering::Relaxed,
+    );
     let roots = &graph.roots;
     let sinks = graph.sinks;
     match WorkerThread::current_in(registry) {

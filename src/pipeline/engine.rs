@@ -52,14 +52,15 @@
 
 use super::gate::{AnyOrderGate, Arrival, InOrderGate};
 use super::stage::{Mode, SourceStage, Stage};
-use crate::job::{JobRef, Next};
-use crate::latch::CountLatch;
-use crate::region::Region;
-use crate::registry::Registry;
-use crate::stats::Rule;
-use crate::task::Dispatch;
-use crate::unwind;
-use crate::worker::{SharedQueueFlag, WorkerThread};
+use crate::observe::stats::Rule;
+use crate::platform::latch::CountLatch;
+use crate::platform::unwind;
+use crate::queues::dispatch::Dispatch;
+use crate::queues::region::Region;
+use crate::queues::shared_queue::SharedQueueFlag;
+use crate::worker::registry::Registry;
+use crate::worker::thread::WorkerThread;
+use crate::worker::thread::{JobRef, Next};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::alloc::{self, Layout};

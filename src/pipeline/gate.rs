@@ -34,7 +34,7 @@
 //! any-order gate's count never exceeds its queue's length, and the gate
 //! is never free with a parked item announced.
 
-use crate::sync::{AtomicU32, AtomicU64, Ordering, fence};
+use crate::platform::sync::{AtomicU32, AtomicU64, Ordering, fence};
 use std::cell::UnsafeCell;
 
 /// A slot index (a token) plus one, so that 0 means "empty".
@@ -300,7 +300,7 @@ pub(crate) struct ParkedQueue {
     #[cfg(not(loom))]
     queue: crossbeam_queue::ArrayQueue<u32>,
     #[cfg(loom)]
-    queue: crate::sync::Mutex<std::collections::VecDeque<u32>>,
+    queue: crate::platform::sync::Mutex<std::collections::VecDeque<u32>>,
 }
 
 impl ParkedQueue {
@@ -309,7 +309,9 @@ impl ParkedQueue {
             #[cfg(not(loom))]
             queue: crossbeam_queue::ArrayQueue::new(tokens.max(1)),
             #[cfg(loom)]
-            queue: crate::sync::Mutex::new(std::collections::VecDeque::with_capacity(tokens)),
+            queue: crate::platform::sync::Mutex::new(std::collections::VecDeque::with_capacity(
+                tokens,
+            )),
         }
     }
 

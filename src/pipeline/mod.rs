@@ -8,19 +8,17 @@
 //! the six rules is in `engine.rs` and ARCHITECTURE.md.
 
 mod engine;
-mod gate;
+pub(crate) mod gate;
 mod stage;
 
 use crate::error::PipelineError;
 use crate::graph::CancelToken;
-use crate::latch::CountLatch;
-use crate::region;
-use crate::registry::Registry;
-use crate::unwind;
-use crate::worker::WorkerThread;
+use crate::platform::latch::CountLatch;
+use crate::platform::unwind;
+use crate::queues::region;
+use crate::worker::registry::Registry;
+use crate::worker::thread::WorkerThread;
 use engine::Engine;
-#[cfg(loom)]
-pub(crate) use gate::{AnyOrderGate, Arrival, InOrderGate};
 use stage::{Mode, SourceStage, Stage, layout_of};
 use std::alloc::Layout;
 use std::fmt;

@@ -19,34 +19,12 @@
 //! returns the continuation cannot start.
 
 use crate::error::AffinityError;
-use crate::group::Group;
-use crate::task::{self, Dispatch, Header, Task, TaskRef};
-use crate::worker::WorkerThread;
+use crate::queues::dispatch::Dispatch;
+use crate::task::node::{self, Context, Header, Task, TaskRef};
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
-/// The scheduler's side of a running task. See the module docs.
-pub struct Context<'w> {
-    worker: &'w WorkerThread,
-    node: NonNull<Header>,
-    group: &'w Group,
-    recycle: bool,
-}
-
 impl<'w> Context<'w> {
-    pub(crate) fn new(worker: &'w WorkerThread, node: NonNull<Header>, group: &'w Group) -> Self {
-        Context {
-            worker,
-            node,
-            group,
-            recycle: false,
-        }
-    }
-
-    pub(crate) fn recycle_requested(&self) -> bool {
-        self.recycle
-    }
-
     /// The index of the worker running this task.
     pub fn worker_index(&self) -> usize {
         self.worker.index()
@@ -66,7 +44,7 @@ impl<'w> Context<'w> {
             None,
             self.worker.region(),
         ) {
-            self.worker.route(ready);
+            ready.route_from(self.worker);
         }
     }
 
@@ -79,7 +57,7 @@ impl<'w> Context<'w> {
             None,
             self.worker.region(),
         ) {
-            self.worker.route(ready);
+            ready.route_from(self.worker);
         }
     }
 
@@ -97,7 +75,7 @@ impl<'w> Context<'w> {
             });
         }
         if let Some(ready) = task.submit(self.group, None, Some(worker), self.worker.region()) {
-            self.worker.route(ready);
+            ready.route_from(self.worker);
         }
         Ok(())
     }
@@ -106,7 +84,7 @@ impl<'w> Context<'w> {
     /// runs after this task and all of the continuation's children.
     pub fn continuation<T: Task>(&mut self, task: T) -> Continuation<'w> {
         Continuation {
-            node: task::running::continuation(self.node, self.group, task),
+            node: node::running::continuation(self.node, self.group, task),
             _not_send: PhantomData,
         }
     }
@@ -125,7 +103,7 @@ impl<'w> Context<'w> {
     /// cells in `T`). After `continuation`, the first successor is the new
     /// continuation.
     pub fn successor<T: Task + Sync>(&self) -> Option<&T> {
-        task::running::successor_body(self.node)
+        node::running::successor_body(self.node)
     }
 }
 
@@ -142,7 +120,7 @@ impl Continuation<'_> {
     /// (spawn it, or return it from `execute`); dropping it cancels the
     /// continuation.
     pub fn child<T: Task>(&self, task: T) -> TaskRef {
-        task::running::child_of(self.node, task)
+        node::running::child_of(self.node, task)
     }
 
     /// [`Continuation::child`] with a closure body.
@@ -150,6 +128,6 @@ impl Continuation<'_> {
     where
         F: FnOnce(&mut Context<'_>) + Send + 'static,
     {
-        task::running::child_of(self.node, task::FnTask::new(f))
+        node::running::child_of(self.node, node::FnTask::new(f))
     }
 }

@@ -19,15 +19,15 @@
 //! closure (and everything it borrowed) was dropped, because the scope, on
 //! the owner's stack, may end the moment the last unit is released.
 
-use crate::fifo::WorkerFifo;
-use crate::group::{Group, OnPanic};
-use crate::job::{JobRef, Next};
-use crate::latch::CountLatch;
-use crate::node_alloc;
-use crate::region::Region;
-use crate::registry::Registry;
-use crate::unwind;
-use crate::worker::WorkerThread;
+use crate::platform::latch::CountLatch;
+use crate::platform::node_alloc;
+use crate::platform::unwind;
+use crate::queues::fifo::WorkerFifo;
+use crate::queues::region::Region;
+use crate::worker::group::{Group, OnPanic};
+use crate::worker::registry::Registry;
+use crate::worker::thread::WorkerThread;
+use crate::worker::thread::{JobRef, Next};
 use std::alloc::Layout;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
@@ -147,7 +147,7 @@ pub struct ScopeFifo<'scope> {
     /// One FIFO per worker slot: the real jobs spawned on that worker.
     /// Made on a worker's first spawn (a scope on a big pool may be used
     /// by few of its workers).
-    fifos: Box<[OnceLock<WorkerFifo>]>,
+    fifos: Box<[OnceLock<WorkerFifo<WorkerThread>>]>,
 }
 
 /// Run `op` with a [`ScopeFifo`]: like [`scope`], but the tasks one worker
@@ -212,9 +212,10 @@ impl<'scope> ScopeFifo<'scope> {
             Some(worker) => {
                 let index = worker.index();
                 let fifo = self.fifos[index].get_or_init(|| WorkerFifo::new(index));
-                // SAFETY: the FIFO lives as long as the scope, which waits
-                // for the real job the indirect job will run.
-                unsafe { fifo.push(worker, job_ref) };
+                // SAFETY: we are worker `index`; the FIFO lives as long as
+                // the scope, which waits for the real job the indirect job
+                // will run.
+                worker.push(unsafe { fifo.push(index, job_ref) });
             }
             // From outside the pool the shared queue is FIFO already.
             None => {

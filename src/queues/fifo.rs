@@ -16,25 +16,24 @@
 //! one indirect job per real job, pushed after it, so a FIFO is never empty
 //! when an indirect job for it runs.
 
-use crate::deque::{Steal, Stealer, Worker};
-use crate::job::{JobRef, Next};
-use crate::worker::WorkerThread;
+use crate::queues::deque::{Steal, Stealer, Worker};
+use crate::queues::job::{JobRef, Next, Runner};
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 
-pub(crate) struct WorkerFifo {
+pub(crate) struct WorkerFifo<W> {
     owner: usize,
     /// The owner's end; touched only by worker `owner`.
-    local: UnsafeCell<Worker<JobRef>>,
-    stealer: Stealer<JobRef>,
+    local: UnsafeCell<Worker<JobRef<W>>>,
+    stealer: Stealer<JobRef<W>>,
 }
 
 // SAFETY: `local` is only used by the one thread that is worker `owner`
 // (checked at each use against the running worker's index); everything
 // else goes through the `Stealer`, which is Sync.
-unsafe impl Sync for WorkerFifo {}
+unsafe impl<W> Sync for WorkerFifo<W> {}
 
-impl WorkerFifo {
+impl<W: Runner> WorkerFifo<W> {
     pub(crate) fn new(owner: usize) -> Self {
         let local = Worker::new_fifo();
         let stealer = local.stealer();
@@ -45,26 +44,28 @@ impl WorkerFifo {
         }
     }
 
-    /// Put `job` behind `worker`'s earlier FIFO spawns and an indirect job
-    /// for it onto `worker`'s deque.
+    /// Put `job` behind the earlier FIFO spawns of worker `pusher`, and
+    /// return the indirect job for it, which the caller pushes onto that
+    /// worker's deque.
     ///
     /// # Safety
-    /// `worker` is worker `owner` of the registry whose workers will run
+    /// The caller is worker `owner` of the registry whose workers will run
     /// the indirect job, and `self` outlives that job's execution (its
     /// owner waits for the real job, or owns the FIFO for good).
-    pub(crate) unsafe fn push(&self, worker: &WorkerThread, job: JobRef) {
-        assert_eq!(worker.index(), self.owner, "a FIFO is pushed by its owner");
+    #[must_use = "the indirect job goes onto the owner's deque"]
+    pub(crate) unsafe fn push(&self, pusher: usize, job: JobRef<W>) -> JobRef<W> {
+        assert_eq!(pusher, self.owner, "a FIFO is pushed by its owner");
         let region = job.region();
         // SAFETY: we are worker `owner`, the only user of `local`.
         unsafe { (*self.local.get()).push(job) };
         // SAFETY: the caller keeps `self` alive for the indirect job. It
         // carries the real job's region: a FIFO only ever holds jobs of
         // one region at a time (callers push only in the job's region).
-        worker.push(unsafe { JobRef::new(NonNull::from(self).cast(), run_front, region) });
+        unsafe { JobRef::new(NonNull::from(self).cast(), run_front::<W>, region) }
     }
 
     /// The oldest job, for the indirect job that `worker` runs.
-    fn take_front(&self, worker: &WorkerThread) -> JobRef {
+    fn take_front(&self, worker: &W) -> JobRef<W> {
         if worker.index() == self.owner {
             // SAFETY: we are worker `owner`, the only user of `local`.
             let local = unsafe { &*self.local.get() };
@@ -82,10 +83,10 @@ impl WorkerFifo {
 }
 
 /// The indirect job: run the front of the FIFO it points at.
-unsafe fn run_front(fifo: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
+unsafe fn run_front<W: Runner>(fifo: NonNull<()>, worker: &W) -> Option<Next<W>> {
     // SAFETY: made by `WorkerFifo::push`, whose caller keeps the FIFO alive
     // until this job ran; indirect jobs of a pool run only on its workers.
-    let fifo = unsafe { fifo.cast::<WorkerFifo>().as_ref() };
+    let fifo = unsafe { fifo.cast::<WorkerFifo<W>>().as_ref() };
     let job = fifo.take_front(worker);
     // SAFETY: claimed once (popped or stolen), so run once.
     unsafe { job.execute(worker) }

@@ -29,7 +29,7 @@ pub(crate) use stand_in::{Stealer, Worker};
 
 #[cfg(any(loom, miri))]
 mod stand_in {
-    use crate::sync::{Arc, Mutex};
+    use crate::platform::sync::{Arc, Mutex};
     use crossbeam_deque::Steal;
     use std::collections::VecDeque;
 

@@ -17,7 +17,7 @@
 //! means it may have missed work. The counter may wrap; the sleep module's
 //! final injected-work check covers that case (see `sleep/mod.rs`).
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::platform::sync::{AtomicU64, Ordering};
 
 const THREAD_BITS: u32 = 16;
 const SLEEPING_SHIFT: u32 = 0;

@@ -18,12 +18,11 @@
 //! `RegionJob` is freed when it runs, or by `discard` when its owner takes
 //! the job back (a `join`'s second half).
 
-use crate::latch::CountLatch;
-use crate::node_alloc;
-use crate::region::Region;
-use crate::stats::Rule;
-use crate::unwind;
-use crate::worker::WorkerThread;
+use crate::observe::stats::Rule;
+use crate::platform::latch::CountLatch;
+use crate::platform::node_alloc;
+use crate::platform::unwind;
+use crate::queues::region::Region;
 use std::alloc::Layout;
 use std::any::Any;
 use std::cell::UnsafeCell;
@@ -37,37 +36,72 @@ const REGION_TAG: usize = 2;
 const TAGS: usize = PROXY_TAG | REGION_TAG;
 
 /// A reference to a job, as stored in the scheduler's queues.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct JobRef {
+///
+/// `W` is the worker that runs jobs (`worker::thread::WorkerThread`): the
+/// queues pass it on to a job's entry point without knowing it, and ask of
+/// it only what [`Runner`] promises.
+pub(crate) struct JobRef<W> {
     pointer: NonNull<()>,
-    execute_fn: unsafe fn(NonNull<()>, &WorkerThread) -> Option<Next>,
+    execute_fn: unsafe fn(NonNull<()>, &W) -> Option<Next<W>>,
+}
+
+/// A job's entry point: its data, and the worker running it.
+pub(crate) type ExecuteFn<W> = unsafe fn(NonNull<()>, &W) -> Option<Next<W>>;
+
+/// What the queues ask of the worker that runs a job: its slot, and its
+/// isolation region (a `RegionJob` sets it for the job's duration).
+pub(crate) trait Runner {
+    /// The worker's slot in its pool.
+    fn index(&self) -> usize;
+    /// The region the worker runs in now.
+    fn region(&self) -> Region;
+    /// Enter `region`.
+    fn set_region(&self, region: Region);
+}
+
+impl<W> Clone for JobRef<W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<W> Copy for JobRef<W> {}
+
+impl<W> std::fmt::Debug for JobRef<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobRef")
+            .field("pointer", &self.pointer)
+            .finish()
+    }
 }
 
 /// A job of an isolated region: the region and the job, behind one
 /// pointer. The worker that runs it takes on the region for the job's
 /// duration.
-struct RegionJob {
+// repr(C), `region` first, as a proxy: see `JobRef::region`.
+#[repr(C)]
+struct RegionJob<W> {
     region: Region,
-    job: JobRef,
+    job: JobRef<W>,
 }
 
 // SAFETY: a JobRef is a unique claim on work whose data is Send (task bodies
 // are `Send`, stack jobs require `Send` closures); it moves between threads
 // through the queues and is executed exactly once.
-unsafe impl Send for JobRef {}
+unsafe impl<W> Send for JobRef<W> {}
 // SAFETY: sharing a JobRef only shares the pointer value; executing it
 // requires `unsafe` and the at-most-once invariant.
-unsafe impl Sync for JobRef {}
+unsafe impl<W> Sync for JobRef<W> {}
 
 /// The task a finished job hands straight to its worker: rule 1 (returned
 /// by `execute`) or rule 2 (a successor it made ready).
 #[derive(Debug)]
-pub(crate) struct Next {
-    pub(crate) job: JobRef,
+pub(crate) struct Next<W> {
+    pub(crate) job: JobRef<W>,
     pub(crate) rule: Rule,
 }
 
-impl JobRef {
+impl<W: Runner> JobRef<W> {
     /// # Safety
     /// `pointer` must stay valid until the job is executed, and
     /// `execute_fn(pointer, ..)` must be sound to call once from any worker.
@@ -78,9 +112,9 @@ impl JobRef {
     #[inline(always)]
     pub(crate) unsafe fn new(
         pointer: NonNull<()>,
-        execute_fn: unsafe fn(NonNull<()>, &WorkerThread) -> Option<Next>,
+        execute_fn: ExecuteFn<W>,
         region: Region,
-    ) -> JobRef {
+    ) -> JobRef<W> {
         debug_assert_eq!(pointer.as_ptr() as usize & TAGS, 0);
         let job = JobRef {
             pointer,
@@ -94,8 +128,8 @@ impl JobRef {
 
     /// Wrap `job` in a `RegionJob`.
     #[cold]
-    fn in_region(job: JobRef, region: Region) -> JobRef {
-        let memory = node_alloc::allocate(Layout::new::<RegionJob>()).cast::<RegionJob>();
+    fn in_region(job: JobRef<W>, region: Region) -> JobRef<W> {
+        let memory = node_alloc::allocate(Layout::new::<RegionJob<W>>()).cast::<RegionJob<W>>();
         // SAFETY: fresh memory with the layout of `RegionJob`.
         unsafe { memory.as_ptr().write(RegionJob { region, job }) };
         // SAFETY: node memory is 16-byte aligned, so the tag bit is free and
@@ -105,7 +139,7 @@ impl JobRef {
         };
         JobRef {
             pointer: tagged,
-            execute_fn: run_region_job,
+            execute_fn: run_region_job::<W>,
         }
     }
 
@@ -113,10 +147,7 @@ impl JobRef {
     ///
     /// # Safety
     /// As for `new`.
-    pub(crate) unsafe fn new_proxy(
-        pointer: NonNull<()>,
-        execute_fn: unsafe fn(NonNull<()>, &WorkerThread) -> Option<Next>,
-    ) -> JobRef {
+    pub(crate) unsafe fn new_proxy(pointer: NonNull<()>, execute_fn: ExecuteFn<W>) -> JobRef<W> {
         debug_assert_eq!(pointer.as_ptr() as usize & TAGS, 0);
         // SAFETY: setting the low bit of a non-null address keeps it non-null.
         let tagged =
@@ -142,13 +173,10 @@ impl JobRef {
         if tags == 0 {
             return Region::NONE;
         }
-        if tags == REGION_TAG {
-            // SAFETY: a region-tagged job points at its live `RegionJob`
-            // until it runs or is discarded, and the caller holds it.
-            return unsafe { self.pointer().cast::<RegionJob>().as_ref() }.region;
-        }
-        // SAFETY: the caller holds this proxy entry, so the proxy lives.
-        unsafe { crate::proxy::Proxy::region(self) }
+        // SAFETY: a tagged job points at a live `RegionJob` or proxy
+        // (until it runs, is discarded or taken, and the caller holds it),
+        // both repr(C) with their `Region` as first field.
+        unsafe { self.pointer().cast::<Region>().read() }
     }
 
     /// Give up a job its owner took back to run by other means (a
@@ -164,7 +192,7 @@ impl JobRef {
     fn discard_region_job(self) {
         // SAFETY: a region-tagged job owns its `RegionJob`; this is its
         // last use.
-        unsafe { free_region_job(self.pointer().cast()) };
+        unsafe { free_region_job::<W>(self.pointer().cast()) };
     }
 
     /// The job's data, without the tag bits.
@@ -177,14 +205,14 @@ impl JobRef {
 
     /// Do both refer to the same job?
     #[inline]
-    pub(crate) fn same_job(&self, other: &JobRef) -> bool {
+    pub(crate) fn same_job(&self, other: &JobRef<W>) -> bool {
         self.pointer == other.pointer
     }
 
     /// # Safety
     /// Called at most once per job, on a worker thread.
     #[inline]
-    pub(crate) unsafe fn execute(self, worker: &WorkerThread) -> Option<Next> {
+    pub(crate) unsafe fn execute(self, worker: &W) -> Option<Next<W>> {
         // SAFETY: forwarded from the caller: first and only execution.
         unsafe { (self.execute_fn)(self.pointer(), worker) }
     }
@@ -194,20 +222,20 @@ impl JobRef {
 ///
 /// # Safety
 /// `memory` is a live `RegionJob`, not used again.
-unsafe fn free_region_job(memory: NonNull<RegionJob>) -> RegionJob {
+unsafe fn free_region_job<W>(memory: NonNull<RegionJob<W>>) -> RegionJob<W> {
     // SAFETY: live per the contract; read once, then freed.
     unsafe {
         let region_job = memory.as_ptr().read();
-        node_alloc::release(memory.cast(), Layout::new::<RegionJob>());
+        node_alloc::release(memory.cast(), Layout::new::<RegionJob<W>>());
         region_job
     }
 }
 
 /// The `JobRef` entry point of a `RegionJob`: run the job inside its
 /// region, and give the worker its region back afterwards.
-unsafe fn run_region_job(memory: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
+unsafe fn run_region_job<W: Runner>(memory: NonNull<()>, worker: &W) -> Option<Next<W>> {
     // SAFETY: a region-tagged job points at its `RegionJob`; run once.
-    let RegionJob { region, job } = unsafe { free_region_job(memory.cast()) };
+    let RegionJob { region, job } = unsafe { free_region_job::<W>(memory.cast()) };
     let outer = worker.region();
     worker.set_region(region);
     // SAFETY: the wrapped job runs exactly when its wrapper does: once.
@@ -250,13 +278,13 @@ where
 
     /// # Safety
     /// `self` must not move or be dropped until its latch is set.
-    pub(crate) unsafe fn as_job_ref(&self, region: Region) -> JobRef {
+    pub(crate) unsafe fn as_job_ref<W: Runner>(&self, region: Region) -> JobRef<W> {
         // SAFETY: the caller keeps `self` in place until `execute` has set
         // the latch, which is the last thing `execute` does with it.
-        unsafe { JobRef::new(NonNull::from(self).cast(), Self::execute, region) }
+        unsafe { JobRef::new(NonNull::from(self).cast(), Self::execute::<W>, region) }
     }
 
-    unsafe fn execute(this: NonNull<()>, _worker: &WorkerThread) -> Option<Next> {
+    unsafe fn execute<W>(this: NonNull<()>, _worker: &W) -> Option<Next<W>> {
         let this = this.cast::<Self>();
         // SAFETY: `this` came from `as_job_ref` and the job runs once, so we
         // are the only accessor of `func` and `result` until the latch is

@@ -46,17 +46,15 @@
 //! executed exactly once; a `WorkerThread` is reachable from its thread's
 //! TLS exactly while it lives.
 
-use crate::deque::{Steal, Worker};
-use crate::job::JobRef;
-use crate::job::Next;
-use crate::latch::CoreLatch;
-use crate::proxy::{Proxy, Taken};
-use crate::region::{self, Region};
-use crate::registry::Registry;
-use crate::stats::{Rule, WorkerCounters};
-use crate::sync::{AtomicBool, Ordering};
-use crate::task::ReadyNode;
-use crate::trace::{self, SleepEvent, TaskEvent};
+use crate::observe::stats::{Rule, WorkerCounters};
+use crate::observe::trace::{self, SleepEvent, TaskEvent};
+use crate::platform::latch::CoreLatch;
+use crate::queues::deque::{Steal, Worker};
+use crate::queues::job::{self, Runner};
+use crate::queues::proxy::{Proxy, Taken};
+use crate::queues::region::{self, Region};
+use crate::queues::shared_queue::SharedQueueFlag;
+use crate::worker::registry::Registry;
 use std::cell::{Cell, RefCell};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
@@ -86,36 +84,6 @@ enum SharedAccess<'a> {
     IfSet(&'a SharedQueueFlag),
 }
 
-/// Set before any of a wait's own work (a group's, a graph run's) goes to
-/// the shared queue: a nested wait for that work must then take rule 5, or
-/// it could wait for a task only it would run.
-pub(crate) struct SharedQueueFlag(AtomicBool);
-
-impl SharedQueueFlag {
-    pub(crate) fn new() -> Self {
-        SharedQueueFlag(AtomicBool::new(false))
-    }
-
-    /// Some of the work is about to go to the shared queue. Call before the
-    /// push, so a waiter that sees the task sees the flag too.
-    #[inline]
-    pub(crate) fn note(&self) {
-        if !self.0.load(Ordering::Relaxed) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
-
-    /// For work that starts over (a graph's next run).
-    pub(crate) fn reset(&self) {
-        self.0.store(false, Ordering::Relaxed);
-    }
-
-    #[inline]
-    fn is_set(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
 impl WaitAccess<'_> {
     /// The outermost loop of a worker: all six rules.
     const OUTERMOST: WaitAccess<'static> = WaitAccess {
@@ -140,6 +108,15 @@ impl WaitAccess<'_> {
             SharedAccess::Never => false,
             SharedAccess::IfSet(flag) => flag.is_set(),
         }
+    }
+}
+
+/// The calling thread's isolation region: its worker's, or, on a thread
+/// outside every pool, the one `isolate` put it in.
+pub(crate) fn current_region() -> Region {
+    match WorkerThread::current() {
+        Some(worker) => worker.region(),
+        None => region::outside_current(),
     }
 }
 
@@ -194,6 +171,27 @@ impl WorkerGuard {
     }
 }
 
+/// A job as a pool's queues hold it: run by a `WorkerThread`.
+pub(crate) type JobRef = job::JobRef<WorkerThread>;
+/// What a finished job hands straight to its worker (rules 1 and 2).
+pub(crate) type Next = job::Next<WorkerThread>;
+
+/// The queues see a worker only through this (see `queues/job.rs`).
+impl Runner for WorkerThread {
+    #[inline]
+    fn index(&self) -> usize {
+        WorkerThread::index(self)
+    }
+    #[inline]
+    fn region(&self) -> Region {
+        WorkerThread::region(self)
+    }
+    #[inline]
+    fn set_region(&self, region: Region) {
+        WorkerThread::set_region(self, region)
+    }
+}
+
 /// The state a worker keeps on its own thread. Aligned to its own cache
 /// lines: two workers' boxes allocated side by side must not share one.
 #[repr(align(128))]
@@ -238,7 +236,7 @@ impl WorkerThread {
     ) -> WorkerGuard {
         let previous = WORKER_THREAD.with(Cell::get);
         // A guest starts in the region of the thread that enters.
-        let start_region = region::current();
+        let start_region = current_region();
         let registry_tracing = registry.tracing();
         let seed =
             (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (&previous as *const _ as u64);
@@ -318,10 +316,13 @@ impl WorkerThread {
         self.registry.sleep.new_internal_jobs(1, was_empty);
     }
 
-    /// Send a ready node where its placement says, from this worker.
-    #[inline]
-    pub(crate) fn route(&self, ready: ReadyNode) {
-        self.registry.route_ready(ready, Some(self));
+    /// `Pool::spawn_fifo` from this worker: the job goes behind its
+    /// earlier FIFO spawns, and an indirect job onto its deque.
+    pub(crate) fn push_fifo(&self, job: JobRef) {
+        // SAFETY: we are worker `index` of the registry, which owns the
+        // FIFO and outlives its workers.
+        let indirect = unsafe { self.registry.fifo(self.index).push(self.index, job) };
+        self.push(indirect);
     }
 
     /// Pop the newest job of the own deque (rule 3) that a wait in region
@@ -541,7 +542,7 @@ impl WorkerThread {
         let target = unsafe { Proxy::target(&entry) };
         // SAFETY: a non-target holds the proxy's non-mailbox entry.
         if target != self.index
-            && !unsafe { Proxy::should_claim(&entry, self.registry.mailbox(target)) }
+            && !unsafe { Proxy::should_claim(&entry, self.registry.mailbox(target).state()) }
         {
             // The target will come for it, or may: look again later. (An
             // idle worker yields between its search rounds, so a target

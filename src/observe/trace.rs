@@ -15,7 +15,7 @@
 //! are nanoseconds since the pool was built; a nested task (run while its
 //! parent waits) lies inside its parent's interval.
 
-use crate::stats::Rule;
+use crate::observe::stats::Rule;
 use parking_lot::Mutex;
 use std::fmt::{self, Write as _};
 use std::io::{self, Write};

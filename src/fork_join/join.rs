@@ -13,12 +13,12 @@
 //! closure's panic winning; nothing here allocates (the latch and the job
 //! live on the stack; only a deque growing its buffer ever allocates).
 
-use crate::job::{JobRef, Next};
-use crate::latch::CountLatch;
-use crate::region::Region;
-use crate::stats::Rule;
-use crate::unwind;
-use crate::worker::{Resolved, WorkerThread};
+use crate::observe::stats::Rule;
+use crate::platform::latch::CountLatch;
+use crate::platform::unwind;
+use crate::queues::region::Region;
+use crate::worker::thread::{JobRef, Next};
+use crate::worker::thread::{Resolved, WorkerThread};
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;

@@ -13,10 +13,11 @@
 //! (its threads are never joined, as rayon's are not).
 
 use crate::error::BuildError;
-use crate::pool::{Builder, Pool};
-use crate::registry::Registry;
-use crate::task::{Dispatch, TaskRef};
-use crate::worker::WorkerThread;
+use crate::pool::thread_pool::{Builder, Pool};
+use crate::queues::dispatch::Dispatch;
+use crate::task::node::TaskRef;
+use crate::worker::registry::Registry;
+use crate::worker::thread::WorkerThread;
 use std::sync::{Arc, OnceLock};
 
 static GLOBAL: OnceLock<Pool> = OnceLock::new();
@@ -91,7 +92,12 @@ pub fn spawn<F>(f: F)
 where
     F: FnOnce() + Send + 'static,
 {
-    current_registry().submit_static(TaskRef::from_fn(move |_| f()), Some(Dispatch::Spawn), None);
+    crate::task::submit::submit_static(
+        &current_registry(),
+        TaskRef::from_fn(move |_| f()),
+        Some(Dispatch::Spawn),
+        None,
+    );
 }
 
 /// Spawn a `'static` closure in FIFO order for the calling worker (see
@@ -107,7 +113,7 @@ pub fn spawn_fifo<F>(f: F)
 where
     F: FnOnce() + Send + 'static,
 {
-    current_registry().submit_static_fifo(TaskRef::from_fn(move |_| f()));
+    crate::task::submit::submit_static_fifo(&current_registry(), TaskRef::from_fn(move |_| f()));
 }
 
 /// Enqueue a `'static` closure on the shared queue (rule 5: fair,
@@ -123,7 +129,8 @@ pub fn enqueue<F>(f: F)
 where
     F: FnOnce() + Send + 'static,
 {
-    current_registry().submit_static(
+    crate::task::submit::submit_static(
+        &current_registry(),
         TaskRef::from_fn(move |_| f()),
         Some(Dispatch::Enqueue),
         None,

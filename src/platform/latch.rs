@@ -17,7 +17,7 @@
 //! waiter's stack). Setters therefore read everything they need (the owner's
 //! registry, its index) before the final store.
 
-use crate::sync::{AtomicUsize, Condvar, Mutex, Ordering};
+use crate::platform::sync::{AtomicUsize, Condvar, Mutex, Ordering};
 use std::sync::Arc;
 
 const UNSET: usize = 0;

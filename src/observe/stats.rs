@@ -6,7 +6,7 @@
 //! the hot path a plain increment. Readers (`Pool::stats`) may see a
 //! snapshot that is slightly stale but never torn.
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::platform::sync::{AtomicU64, Ordering};
 use std::fmt;
 
 /// The six places a worker takes its next task from, in priority order.

@@ -10,16 +10,17 @@
 
 use crate::error::{AffinityError, BuildError, GraphError};
 use crate::graph::Graph;
-use crate::group::{Group, OnPanic};
-use crate::latch::CountLatch;
-use crate::region;
-use crate::registry::{PanicHandler, Registry, RegistryConfig, ThreadHandler};
-use crate::stats::Stats;
-use crate::task::{Dispatch, TaskRef};
-use crate::topology::{CoreInfo, Pinning, Topology};
-use crate::trace::Trace;
-use crate::unwind;
-use crate::worker::WorkerThread;
+use crate::observe::stats::Stats;
+use crate::observe::trace::Trace;
+use crate::platform::latch::CountLatch;
+use crate::platform::topology::{CoreInfo, Pinning, Topology};
+use crate::platform::unwind;
+use crate::queues::dispatch::Dispatch;
+use crate::queues::region;
+use crate::task::node::TaskRef;
+use crate::worker::group::{Group, OnPanic};
+use crate::worker::registry::{PanicHandler, Registry, RegistryConfig, ThreadHandler};
+use crate::worker::thread::WorkerThread;
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
@@ -390,8 +391,7 @@ impl Pool {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.registry
-            .submit_static_fifo(TaskRef::from_fn(move |_| f()));
+        crate::task::submit::submit_static_fifo(&self.registry, TaskRef::from_fn(move |_| f()));
     }
 
     /// [`Pool::spawn`] with a name for the task's trace record.
@@ -481,7 +481,7 @@ impl Pool {
     }
 
     fn submit_static(&self, task: TaskRef, dispatch: Option<Dispatch>, affinity: Option<usize>) {
-        self.registry.submit_static(task, dispatch, affinity);
+        crate::task::submit::submit_static(&self.registry, task, dispatch, affinity);
     }
 
     /// Run a set of task nodes (one `TaskRef`, or an array or vector of
@@ -707,7 +707,9 @@ fn run_on_worker(worker: &WorkerThread, tasks: Vec<TaskRef>) -> Group {
         OnPanic::Cancel,
         worker.region(),
     );
-    crate::task::submit_all(tasks, &group, group.region(), |ready| worker.route(ready));
+    crate::task::node::submit_all(tasks, &group, group.region(), |ready| {
+        ready.route_from(worker)
+    });
     // SAFETY: the group lives on this frame until after the wait.
     unsafe { CountLatch::release(group.latch()) };
     worker.wait_until(
@@ -725,8 +727,8 @@ fn run_from_outside(registry: &Arc<Registry>, tasks: Vec<TaskRef>) -> Group {
         OnPanic::Cancel,
         region::outside_current(),
     );
-    crate::task::submit_all(tasks, &group, group.region(), |ready| {
-        registry.route_ready(ready, None)
+    crate::task::node::submit_all(tasks, &group, group.region(), |ready| {
+        ready.route(registry, None)
     });
     // SAFETY: the group lives on this frame until after the wait.
     unsafe { CountLatch::release(group.latch()) };

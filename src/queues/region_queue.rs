@@ -13,20 +13,28 @@
 //! Invariants: `len` equals the deque's length whenever the lock is free;
 //! jobs leave in FIFO order among those a taker may take.
 
-use crate::job::JobRef;
-use crate::region::Region;
-use crate::sync::{AtomicUsize, Mutex, Ordering};
+use crate::platform::sync::{AtomicUsize, Mutex, Ordering};
+use crate::queues::job::{JobRef, Runner};
+use crate::queues::region::Region;
 use std::collections::VecDeque;
 
-#[derive(Default)]
-pub(crate) struct RegionQueue {
-    jobs: Mutex<VecDeque<JobRef>>,
+pub(crate) struct RegionQueue<W> {
+    jobs: Mutex<VecDeque<JobRef<W>>>,
     /// Updated under the lock; read without it as a hint.
     len: AtomicUsize,
 }
 
-impl RegionQueue {
-    pub(crate) fn push(&self, job: JobRef) {
+impl<W> Default for RegionQueue<W> {
+    fn default() -> Self {
+        RegionQueue {
+            jobs: Mutex::new(VecDeque::new()),
+            len: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl<W: Runner> RegionQueue<W> {
+    pub(crate) fn push(&self, job: JobRef<W>) {
         let mut jobs = self.jobs.lock();
         jobs.push_back(job);
         // SeqCst: read by the sleep protocol's final check after fence F2.
@@ -39,7 +47,7 @@ impl RegionQueue {
     }
 
     /// The oldest job, whatever its region.
-    pub(crate) fn pop_any(&self) -> Option<JobRef> {
+    pub(crate) fn pop_any(&self) -> Option<JobRef<W>> {
         if self.is_empty() {
             return None;
         }
@@ -50,7 +58,7 @@ impl RegionQueue {
     }
 
     /// The oldest job of `region`.
-    pub(crate) fn pop_region(&self, region: Region) -> Option<JobRef> {
+    pub(crate) fn pop_region(&self, region: Region) -> Option<JobRef<W>> {
         if self.is_empty() {
             return None;
         }

@@ -26,22 +26,24 @@
 //! The only `unsafe` of the task layer is here: raw node pointers, their
 //! allocation and freeing, and the type-erased call of a body.
 
-use crate::context::Context;
 use crate::error::TaskError;
-use crate::group::Group;
-use crate::job::{JobRef, Next};
-use crate::node_alloc;
-use crate::region::Region;
-use crate::stats::Rule;
-use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
-use crate::unwind;
-use crate::worker::WorkerThread;
+use crate::observe::stats::Rule;
+use crate::platform::node_alloc;
+use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use crate::platform::unwind;
+use crate::queues::dispatch::Dispatch;
+use crate::queues::region::Region;
+use crate::worker::group::Group;
+use crate::worker::registry::Registry;
+use crate::worker::thread::WorkerThread;
+use crate::worker::thread::{JobRef, Next};
 use std::alloc::Layout;
 use std::any::TypeId;
 use std::cell::UnsafeCell;
 use std::collections::HashSet;
 use std::fmt;
 use std::ptr::{self, NonNull};
+use std::sync::Arc;
 
 /// A unit of work for the scheduler, written in continuation-passing style.
 ///
@@ -72,6 +74,31 @@ pub trait Task: Send + 'static {
     fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef>;
 }
 
+/// The scheduler's side of a running task, passed to [`Task::execute`]:
+/// through it a task spawns children, builds continuations, and hands
+/// results to its successor.
+pub struct Context<'w> {
+    pub(super) worker: &'w WorkerThread,
+    pub(super) node: NonNull<Header>,
+    pub(super) group: &'w Group,
+    pub(super) recycle: bool,
+}
+
+impl<'w> Context<'w> {
+    pub(crate) fn new(worker: &'w WorkerThread, node: NonNull<Header>, group: &'w Group) -> Self {
+        Context {
+            worker,
+            node,
+            group,
+            recycle: false,
+        }
+    }
+
+    pub(crate) fn recycle_requested(&self) -> bool {
+        self.recycle
+    }
+}
+
 /// A closure as a task.
 pub(crate) struct FnTask<F>(Option<F>);
 
@@ -91,20 +118,6 @@ where
         }
         None
     }
-}
-
-/// Where a ready task or graph node goes when the worker that made it ready
-/// does not run it at once (rules 1 and 2).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Dispatch {
-    /// The deque of the worker that made it ready: LIFO, cache-warm, and
-    /// stolen by idle workers (rules 3 and 6). The default.
-    #[default]
-    Spawn,
-    /// The shared queue: approximately FIFO, fair, and guaranteed to run
-    /// eventually even while every worker has local work (rule 5). A node
-    /// with this dispatch is never run by rule 2.
-    Enqueue,
 }
 
 const NO_AFFINITY: u32 = u32::MAX;
@@ -479,6 +492,27 @@ impl ReadyNode {
         header(self.node).group.load(Ordering::Relaxed)
     }
 
+    /// Send the node where its placement says, from `here`, the calling
+    /// worker if it belongs to `registry`'s pool.
+    pub(crate) fn route(self, registry: &Arc<Registry>, here: Option<&WorkerThread>) {
+        let (dispatch, affinity) = self.placement();
+        let group = self.group();
+        let job = self.into_job();
+        registry.route(job, dispatch, affinity, here, || {
+            // SAFETY: a ready node's group lives until the node ran (the
+            // node or a descendant of it holds a unit).
+            if let Some(group) = unsafe { group.as_ref() } {
+                group.used_shared_queue().note();
+            }
+        });
+    }
+
+    /// [`route`](Self::route) from `worker`.
+    #[inline]
+    pub(crate) fn route_from(self, worker: &WorkerThread) {
+        self.route(worker.registry(), Some(worker));
+    }
+
     pub(crate) fn into_job(self) -> JobRef {
         // SAFETY: a ready node is owned by the holder of the ReadyNode.
         let region = unsafe { (*header(self.node).meta.get()).region };
@@ -618,7 +652,7 @@ unsafe fn execute_node(node: NonNull<Header>, worker: &WorkerThread) -> Option<N
         if ready.is_local_to(worker.index()) {
             bypass = Some(ready.into_job());
         } else {
-            worker.route(ready);
+            ready.route_from(worker);
         }
     }
 
@@ -665,7 +699,7 @@ unsafe fn execute_node(node: NonNull<Header>, worker: &WorkerThread) -> Option<N
                 {
                     successor = Some(ready.into_job());
                 } else {
-                    worker.route(ready);
+                    ready.route_from(worker);
                 }
             }
         }

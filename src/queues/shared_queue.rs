@@ -27,10 +27,11 @@
 //! eventually taken: idle workers scan every lane before they sleep, and the
 //! sleep protocol's final check looks at every lane.
 
-use crate::job::JobRef;
-use crate::region::Region;
-use crate::region_queue::RegionQueue;
-use crate::ring_queue::RingQueue;
+use crate::platform::sync::AtomicBool;
+use crate::queues::job::{JobRef, Runner};
+use crate::queues::region::Region;
+use crate::queues::region_queue::RegionQueue;
+use crate::queues::ring_queue::RingQueue;
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,12 +41,12 @@ const LANE_RING: usize = 256;
 /// Blocking entries waiting at once before the entry lane spills.
 const ENTRY_RING: usize = 64;
 
-pub(crate) struct SharedQueue {
-    lanes: Box<[CachePadded<RingQueue<JobRef>>]>,
+pub(crate) struct SharedQueue<W> {
+    lanes: Box<[CachePadded<RingQueue<JobRef<W>>>]>,
     /// Jobs a thread outside the pool blocks on (region `NONE`).
-    entries: CachePadded<RingQueue<JobRef>>,
+    entries: CachePadded<RingQueue<JobRef<W>>>,
     /// Jobs of isolated regions, searchable by region.
-    isolated: RegionQueue,
+    isolated: RegionQueue<W>,
     /// Entries plus isolated jobs waiting: one load tells a searching
     /// worker that there are none (the common case), without touching the
     /// two queues' lines. Raised before a push, lowered after a pop.
@@ -58,7 +59,7 @@ thread_local! {
     static OUTSIDE_LANE: Cell<(usize, usize)> = const { Cell::new((0, usize::MAX)) };
 }
 
-impl SharedQueue {
+impl<W: Runner> SharedQueue<W> {
     pub(crate) fn new(num_lanes: usize) -> Self {
         SharedQueue {
             lanes: (0..num_lanes.max(1))
@@ -94,7 +95,7 @@ impl SharedQueue {
     /// Push at the back of the caller's home lane (a job of an isolated
     /// region: the isolated lane). Returns whether that lane was empty
     /// before (a hint for how many sleepers to wake).
-    pub(crate) fn push(&self, job: JobRef, worker: Option<usize>) -> bool {
+    pub(crate) fn push(&self, job: JobRef<W>, worker: Option<usize>) -> bool {
         if job.region().is_isolated() {
             return self.push_isolated(job);
         }
@@ -105,7 +106,7 @@ impl SharedQueue {
     }
 
     /// Push a job that a thread outside the pool blocks on.
-    pub(crate) fn push_entry(&self, job: JobRef) -> bool {
+    pub(crate) fn push_entry(&self, job: JobRef<W>) -> bool {
         if job.region().is_isolated() {
             return self.push_isolated(job);
         }
@@ -116,7 +117,7 @@ impl SharedQueue {
     }
 
     #[cold]
-    fn push_isolated(&self, job: JobRef) -> bool {
+    fn push_isolated(&self, job: JobRef<W>) -> bool {
         let was_empty = self.isolated.is_empty();
         self.special.fetch_add(1, Ordering::SeqCst);
         self.isolated.push(job);
@@ -132,7 +133,7 @@ impl SharedQueue {
 
     /// One special job was taken.
     #[inline]
-    fn took_special(&self, job: Option<JobRef>) -> Option<JobRef> {
+    fn took_special(&self, job: Option<JobRef<W>>) -> Option<JobRef<W>> {
         if job.is_some() {
             self.special.fetch_sub(1, Ordering::SeqCst);
         }
@@ -143,13 +144,13 @@ impl SharedQueue {
     /// an entry first (a thread is blocked on it), else the front of the
     /// home lane, else the front of the next non-empty lane.
     #[inline]
-    pub(crate) fn pop(&self, worker: usize) -> Option<JobRef> {
+    pub(crate) fn pop(&self, worker: usize) -> Option<JobRef<W>> {
         self.pop_entry().or_else(|| self.pop_lanes(worker))
     }
 
     /// The oldest entry, or job of an isolated region, whatever its region.
     #[inline]
-    pub(crate) fn pop_entry(&self) -> Option<JobRef> {
+    pub(crate) fn pop_entry(&self) -> Option<JobRef<W>> {
         if !self.has_special() {
             return None;
         }
@@ -158,14 +159,14 @@ impl SharedQueue {
 
     /// The front of the home lane, else of the next non-empty lane.
     #[inline]
-    pub(crate) fn pop_lanes(&self, worker: usize) -> Option<JobRef> {
+    pub(crate) fn pop_lanes(&self, worker: usize) -> Option<JobRef<W>> {
         let n = self.lanes.len();
         let home = worker % n;
         (0..n).find_map(|k| self.lanes[(home + k) % n].pop())
     }
 
     /// The oldest job of isolated region `region`.
-    pub(crate) fn pop_region(&self, region: Region) -> Option<JobRef> {
+    pub(crate) fn pop_region(&self, region: Region) -> Option<JobRef<W>> {
         if !self.has_special() {
             return None;
         }
@@ -200,5 +201,35 @@ impl SharedQueue {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.lanes_empty() && !self.has_entries()
+    }
+}
+
+/// Set before any of a wait's own work (a group's, a graph run's) goes to
+/// the shared queue: a nested wait for that work must then take rule 5, or
+/// it could wait for a task only it would run.
+pub(crate) struct SharedQueueFlag(AtomicBool);
+
+impl SharedQueueFlag {
+    pub(crate) fn new() -> Self {
+        SharedQueueFlag(AtomicBool::new(false))
+    }
+
+    /// Some of the work is about to go to the shared queue. Call before the
+    /// push, so a waiter that sees the task sees the flag too.
+    #[inline]
+    pub(crate) fn note(&self) {
+        if !self.0.load(Ordering::Relaxed) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// For work that starts over (a graph's next run).
+    pub(crate) fn reset(&self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
     }
 }

@@ -16,24 +16,24 @@
 //! Invariants: only worker `k` pops mailbox `k`, sets its idle flag and
 //! bumps its count (single writer: a relaxed load and store suffice).
 
-use crate::job::JobRef;
-use crate::region::Region;
-use crate::region_queue::RegionQueue;
-use crate::ring_queue::RingQueue;
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::platform::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::queues::job::{JobRef, Runner};
+use crate::queues::region::Region;
+use crate::queues::region_queue::RegionQueue;
+use crate::queues::ring_queue::RingQueue;
 
-pub(crate) struct Mailbox {
+pub(crate) struct Mailbox<W> {
     /// A ring first: pushing allocates nothing in steady state.
-    queue: RingQueue<JobRef>,
+    queue: RingQueue<JobRef<W>>,
     /// Jobs of isolated regions.
-    isolated: RegionQueue,
+    isolated: RegionQueue<W>,
     /// Entries the owner has taken so far.
     taken: AtomicU64,
     /// The owner is searching for work or asleep (or not started yet).
     idle: AtomicBool,
 }
 
-impl Default for Mailbox {
+impl<W> Default for Mailbox<W> {
     fn default() -> Self {
         Mailbox {
             queue: RingQueue::new(64),
@@ -46,8 +46,16 @@ impl Default for Mailbox {
     }
 }
 
-impl Mailbox {
-    pub(crate) fn push(&self, job: JobRef) {
+/// A look at a mailbox's owner, for a worker deciding whether to claim a
+/// proxy of that owner's (`Proxy::should_claim`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MailboxState {
+    pub(crate) progress: u64,
+    pub(crate) idle: bool,
+}
+
+impl<W: Runner> Mailbox<W> {
+    pub(crate) fn push(&self, job: JobRef<W>) {
         if job.region().is_isolated() {
             self.isolated.push(job);
         } else {
@@ -57,14 +65,14 @@ impl Mailbox {
 
     /// Owner only: the oldest job, of any region.
     #[inline]
-    pub(crate) fn pop(&self) -> Option<JobRef> {
+    pub(crate) fn pop(&self) -> Option<JobRef<W>> {
         let job = self.queue.pop().or_else(|| self.isolated.pop_any())?;
         self.count_taken();
         Some(job)
     }
 
     /// Owner only, in an isolated wait: the oldest job of `region`.
-    pub(crate) fn pop_region(&self, region: Region) -> Option<JobRef> {
+    pub(crate) fn pop_region(&self, region: Region) -> Option<JobRef<W>> {
         let job = self.isolated.pop_region(region)?;
         self.count_taken();
         Some(job)
@@ -79,6 +87,15 @@ impl Mailbox {
     fn count_taken(&self) {
         self.taken
             .store(self.taken.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// The owner's progress and whether it is idle (read in that order).
+    pub(crate) fn state(&self) -> MailboxState {
+        let progress = self.progress();
+        MailboxState {
+            progress,
+            idle: self.is_idle(),
+        }
     }
 
     /// The owner's progress so far, to stamp a proxy with.

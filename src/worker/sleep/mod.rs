@@ -58,10 +58,10 @@
 
 pub(crate) mod counters;
 
-use crate::latch::CoreLatch;
+use crate::platform::latch::CoreLatch;
 #[cfg(not(loom))]
-use crate::sync::thread;
-use crate::sync::{Condvar, Mutex, Ordering, fence};
+use crate::platform::sync::thread;
+use crate::platform::sync::{Condvar, Mutex, Ordering, fence};
 use counters::{AtomicCounters, JobsEventCounter};
 use crossbeam_utils::CachePadded;
 

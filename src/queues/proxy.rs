@@ -22,12 +22,11 @@
 //! of two references); the task inside is run at most once and, because
 //! both entries are eventually taken or dropped by workers, exactly once.
 
-use crate::job::{JobRef, Next};
-use crate::mailbox::Mailbox;
-use crate::node_alloc;
-use crate::region::Region;
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use crate::worker::WorkerThread;
+use crate::platform::node_alloc;
+use crate::platform::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::queues::job::{JobRef, Next, Runner};
+use crate::queues::mailbox::MailboxState;
+use crate::queues::region::Region;
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::OnceLock;
@@ -42,13 +41,16 @@ const PATIENCE: Duration = if cfg!(miri) {
     Duration::from_millis(1)
 };
 
-pub(crate) struct Proxy {
+// repr(C), `region` first: `JobRef::region` reads it without knowing the
+// type (see `queues/job.rs`).
+#[repr(C)]
+pub(crate) struct Proxy<W> {
+    /// `job`'s isolation region, readable after `job` ran.
+    region: Region,
     claimed: AtomicBool,
     /// Entries still holding the proxy: 2, then 1, then freed.
     refs: AtomicUsize,
-    job: JobRef,
-    /// `job`'s isolation region, readable after `job` ran.
-    region: Region,
+    job: JobRef<W>,
     target: usize,
     /// The target's mailbox progress when a finder last looked (at first,
     /// when the proxy was pushed).
@@ -66,18 +68,18 @@ fn epoch() -> Instant {
 }
 
 /// What taking one entry of a proxy gave.
-pub(crate) enum Taken {
+pub(crate) enum Taken<W> {
     /// We claimed it: run this.
-    Run(JobRef),
+    Run(JobRef<W>),
     /// The other entry was first, or we left it to its target.
     Nothing,
 }
 
-impl Proxy {
+impl<W: Runner> Proxy<W> {
     /// A proxy for `job` with affinity for `target`: push the returned
     /// `JobRef` to exactly two places.
-    pub(crate) fn new_pair(job: JobRef, target: usize, stamp: u64) -> JobRef {
-        let memory = node_alloc::allocate(Layout::new::<Proxy>()).cast::<Proxy>();
+    pub(crate) fn new_pair(job: JobRef<W>, target: usize, stamp: u64) -> JobRef<W> {
+        let memory = node_alloc::allocate(Layout::new::<Proxy<W>>()).cast::<Proxy<W>>();
         // SAFETY: fresh memory with the layout of `Proxy`.
         unsafe {
             memory.as_ptr().write(Proxy {
@@ -91,26 +93,16 @@ impl Proxy {
             })
         };
         // SAFETY: the proxy lives until both entries were taken or dropped.
-        unsafe { JobRef::new_proxy(memory.cast(), execute) }
-    }
-
-    /// The isolation region of the task inside (copied at creation: the
-    /// task itself may have run through the other entry already).
-    ///
-    /// # Safety
-    /// `entry` is a proxy entry the caller holds (not yet taken or dropped).
-    pub(crate) unsafe fn region(entry: &JobRef) -> Region {
-        // SAFETY: the caller's entry keeps the proxy alive.
-        unsafe { entry.pointer().cast::<Proxy>().as_ref() }.region
+        unsafe { JobRef::new_proxy(memory.cast(), execute::<W>) }
     }
 
     /// The worker the task has affinity for.
     ///
     /// # Safety
     /// `entry` is a proxy entry the caller holds (not yet taken or dropped).
-    pub(crate) unsafe fn target(entry: &JobRef) -> usize {
+    pub(crate) unsafe fn target(entry: &JobRef<W>) -> usize {
         // SAFETY: the caller's entry keeps the proxy alive.
-        unsafe { entry.pointer().cast::<Proxy>().as_ref() }.target
+        unsafe { entry.pointer().cast::<Proxy<W>>().as_ref() }.target
     }
 
     /// Should a worker other than the target claim the task now? Yes if it
@@ -121,14 +113,14 @@ impl Proxy {
     ///
     /// # Safety
     /// `entry` is the non-mailbox entry of a proxy, held by the caller.
-    pub(crate) unsafe fn should_claim(entry: &JobRef, target_mailbox: &Mailbox) -> bool {
+    pub(crate) unsafe fn should_claim(entry: &JobRef<W>, target: MailboxState) -> bool {
         // SAFETY: the caller's entry keeps the proxy alive.
-        let proxy = unsafe { entry.pointer().cast::<Proxy>().as_ref() };
+        let proxy = unsafe { entry.pointer().cast::<Proxy<W>>().as_ref() };
         if proxy.claimed.load(Ordering::Acquire) {
             return true;
         }
-        let progress = target_mailbox.progress();
-        if target_mailbox.is_idle() || progress != proxy.seen_progress.load(Ordering::Relaxed) {
+        let progress = target.progress;
+        if target.idle || progress != proxy.seen_progress.load(Ordering::Relaxed) {
             proxy.seen_progress.store(progress, Ordering::Relaxed);
             proxy.stuck_since.store(0, Ordering::Relaxed);
             return false;
@@ -146,8 +138,8 @@ impl Proxy {
     ///
     /// # Safety
     /// `entry` is a proxy entry the caller holds; it is consumed.
-    pub(crate) unsafe fn take(entry: JobRef) -> Taken {
-        let memory = entry.pointer().cast::<Proxy>();
+    pub(crate) unsafe fn take(entry: JobRef<W>) -> Taken<W> {
+        let memory = entry.pointer().cast::<Proxy<W>>();
         // SAFETY: our entry keeps the proxy alive until `release`.
         let proxy = unsafe { memory.as_ref() };
         let taken = if proxy.claimed.swap(true, Ordering::AcqRel) {
@@ -162,7 +154,7 @@ impl Proxy {
 
     /// # Safety
     /// The caller gives up one of the two references, once.
-    unsafe fn release(memory: NonNull<Proxy>) {
+    unsafe fn release(memory: NonNull<Proxy<W>>) {
         // SAFETY: alive while a reference remains, ours included.
         let last = unsafe { memory.as_ref() }
             .refs
@@ -174,7 +166,7 @@ impl Proxy {
             // SAFETY: the last reference: nobody touches it again.
             unsafe {
                 memory.as_ptr().drop_in_place();
-                node_alloc::release(memory.cast(), Layout::new::<Proxy>());
+                node_alloc::release(memory.cast(), Layout::new::<Proxy<W>>());
             }
         }
     }
@@ -187,11 +179,11 @@ pub(crate) static FREES: std::sync::atomic::AtomicUsize = std::sync::atomic::Ato
 
 /// A proxy entry run as a plain job (by a path that does not look at
 /// proxies): claim and run, or do nothing.
-unsafe fn execute(entry: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
+unsafe fn execute<W: Runner>(entry: NonNull<()>, worker: &W) -> Option<Next<W>> {
     // SAFETY: made by `new_pair`; this entry is being consumed.
-    let entry = unsafe { JobRef::new_proxy(entry, execute) };
+    let entry = unsafe { JobRef::new_proxy(entry, execute::<W>) };
     // SAFETY: as above.
-    match unsafe { Proxy::take(entry) } {
+    match unsafe { Proxy::<W>::take(entry) } {
         // SAFETY: claimed once, so run once.
         Taken::Run(job) => unsafe { job.execute(worker) },
         Taken::Nothing => None,

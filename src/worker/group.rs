@@ -28,10 +28,10 @@
 //! holds a unit, when releasing that unit as its very last action (the
 //! group may be freed right after).
 
-use crate::latch::CountLatch;
-use crate::region::Region;
-use crate::sync::{AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, fence};
-use crate::worker::SharedQueueFlag;
+use crate::platform::latch::CountLatch;
+use crate::platform::sync::{AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, fence};
+use crate::queues::region::Region;
+use crate::queues::shared_queue::SharedQueueFlag;
 use crossbeam_utils::CachePadded;
 use std::any::Any;
 

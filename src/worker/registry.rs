@@ -19,24 +19,27 @@
 //! (its worker thread, or the guest holding `guest`); every injection is
 //! followed by the sleep protocol's `new_injected_jobs` (fence F1).
 
-use crate::deque::{Stealer, Worker};
 use crate::error::BuildError;
-use crate::fifo::WorkerFifo;
-use crate::group::Group;
-use crate::job::{JobRef, StackJob};
-use crate::latch::{CoreLatch, CountLatch, WakeOwner};
-use crate::mailbox::Mailbox;
-use crate::proxy::{Proxy, Taken};
-use crate::region;
-use crate::shared_queue::SharedQueue;
-use crate::sleep::Sleep;
-use crate::stats::{Stats, WorkerCounters};
-use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, Ordering, fence, hint, thread};
-use crate::task::{Dispatch, ReadyNode, TaskRef};
-use crate::topology::{CoreInfo, Pinning, Topology, VictimTiers};
-use crate::trace::{self, Trace, TraceBuffer};
-use crate::unwind;
-use crate::worker::{GUEST_STACK_BUDGET, WorkerGuard, WorkerThread, default_thread_stack_size};
+use crate::observe::stats::{Stats, WorkerCounters};
+use crate::observe::trace::{self, Trace, TraceBuffer};
+use crate::platform::latch::{CoreLatch, CountLatch, WakeOwner};
+use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicU64, Ordering, fence, hint, thread};
+use crate::platform::topology::{CoreInfo, Pinning, Topology, VictimTiers};
+use crate::platform::unwind;
+use crate::queues::deque::{Stealer, Worker};
+use crate::queues::dispatch::Dispatch;
+use crate::queues::fifo::WorkerFifo;
+use crate::queues::job::StackJob;
+use crate::queues::mailbox::Mailbox;
+use crate::queues::proxy::{Proxy, Taken};
+use crate::queues::region;
+use crate::queues::shared_queue::SharedQueue;
+use crate::worker::group::Group;
+use crate::worker::sleep::Sleep;
+use crate::worker::thread::JobRef;
+use crate::worker::thread::{
+    GUEST_STACK_BUDGET, WorkerGuard, WorkerThread, default_thread_stack_size,
+};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::any::Any;
@@ -51,9 +54,9 @@ pub(crate) type ThreadHandler = Box<dyn Fn(usize) + Send + Sync>;
 /// Per-slot shared state.
 struct ThreadInfo {
     stealer: Stealer<JobRef>,
-    mailbox: Mailbox,
+    mailbox: Mailbox<WorkerThread>,
     /// The pool-level FIFO of `Pool::spawn_fifo` from this worker.
-    fifo: WorkerFifo,
+    fifo: WorkerFifo<WorkerThread>,
     /// On a line of its own: the owner writes it per task, while thieves
     /// read `stealer` per steal attempt.
     counters: CachePadded<WorkerCounters>,
@@ -82,7 +85,7 @@ pub(crate) struct RegistryConfig {
 
 pub(crate) struct Registry {
     thread_infos: Box<[CachePadded<ThreadInfo>]>,
-    pub(crate) shared: SharedQueue,
+    pub(crate) shared: SharedQueue<WorkerThread>,
     pub(crate) sleep: Sleep,
     pub(crate) static_group: Group,
     num_threads: usize,
@@ -108,7 +111,7 @@ impl Registry {
     pub(crate) fn new(
         mut config: RegistryConfig,
     ) -> Result<(Arc<Registry>, Vec<JoinHandle<()>>), BuildError> {
-        let max = crate::sleep::counters::MAX_THREADS;
+        let max = crate::worker::sleep::counters::MAX_THREADS;
         if config.num_threads > max {
             return Err(BuildError::TooManyThreads {
                 requested: config.num_threads,
@@ -254,7 +257,7 @@ impl Registry {
     }
 
     #[inline]
-    pub(crate) fn mailbox(&self, index: usize) -> &Mailbox {
+    pub(crate) fn mailbox(&self, index: usize) -> &Mailbox<WorkerThread> {
         &self.thread_infos[index].mailbox
     }
 
@@ -303,21 +306,6 @@ impl Registry {
     #[inline]
     pub(crate) fn stealer(&self, index: usize) -> &Stealer<JobRef> {
         &self.thread_infos[index].stealer
-    }
-
-    /// Send a ready node where its placement says. `here` is the calling
-    /// worker if it belongs to this pool.
-    pub(crate) fn route_ready(self: &Arc<Self>, ready: ReadyNode, here: Option<&WorkerThread>) {
-        let (dispatch, affinity) = ready.placement();
-        let group = ready.group();
-        let job = ready.into_job();
-        self.route(job, dispatch, affinity, here, || {
-            // SAFETY: a ready node's group lives until the node ran (the
-            // node or a descendant of it holds a unit).
-            if let Some(group) = unsafe { group.as_ref() } {
-                group.used_shared_queue().note();
-            }
-        });
     }
 
     /// Send a ready job where its placement says: the mailbox of its
@@ -371,12 +359,9 @@ impl Registry {
         }
     }
 
-    /// `Pool::spawn_fifo` from `worker`: the job goes behind the worker's
-    /// earlier FIFO spawns, and an indirect job onto its deque.
-    pub(crate) fn push_fifo(&self, worker: &WorkerThread, job: JobRef) {
-        // SAFETY: `worker` is this registry's worker of that index, and the
-        // registry owns the FIFO and outlives its workers.
-        unsafe { self.thread_infos[worker.index()].fifo.push(worker, job) };
+    /// Worker `index`'s FIFO of `Pool::spawn_fifo` jobs.
+    pub(crate) fn fifo(&self, index: usize) -> &WorkerFifo<WorkerThread> {
+        &self.thread_infos[index].fifo
     }
 
     /// Push to the shared queue and make sure someone will see it: fence F1
@@ -456,38 +441,6 @@ impl Registry {
         self.inject_entry(job_ref);
         job.latch().wait_blocking();
         job.into_result()
-    }
-
-    /// Submit a `'static` task node to the pool's static group and route it
-    /// from wherever the caller is (`Pool::spawn`, `sixfold::spawn`, ...).
-    pub(crate) fn submit_static(
-        self: &Arc<Self>,
-        task: TaskRef,
-        dispatch: Option<Dispatch>,
-        affinity: Option<usize>,
-    ) {
-        let here = WorkerThread::current_in(self);
-        let current = here.map_or_else(region::current, WorkerThread::region);
-        if let Some(ready) = task.submit(&self.static_group, dispatch, affinity, current) {
-            self.route_ready(ready, here);
-        }
-    }
-
-    /// `Pool::spawn_fifo`: behind the calling worker's earlier FIFO spawns
-    /// (a pool-level FIFO per worker), or the shared queue from outside.
-    pub(crate) fn submit_static_fifo(self: &Arc<Self>, task: TaskRef) {
-        let here = WorkerThread::current_in(self);
-        let current = here.map_or_else(region::current, WorkerThread::region);
-        let Some(ready) = task.submit(&self.static_group, Some(Dispatch::Spawn), None, current)
-        else {
-            return;
-        };
-        match here {
-            // The pool's FIFOs hold region-less jobs only (`fifo.rs`); a
-            // spawn inside an isolated region takes the plain deque.
-            Some(worker) if !current.is_isolated() => self.push_fifo(worker, ready.into_job()),
-            _ => self.route_ready(ready, here),
-        }
     }
 
     /// A task panicked: a structured group records it (and cancels its

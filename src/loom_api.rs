@@ -1,0 +1,213 @@
+//! The sleep protocol, the core latch, the deque, the pipeline gates and
+//! the mailbox proxies, opened up for the loom models in `tests/loom_*.rs`.
+//! Only compiled under `--cfg loom`; not part of the API.
+#![doc(hidden)]
+#![allow(missing_docs)]
+
+use crate::platform::latch::CoreLatch;
+use crate::queues::deque::{Steal, Stealer, Worker};
+use crate::worker::sleep::{IdleState, Sleep};
+
+/// A worker's deque as the scheduler sees it under loom (the facade's
+/// stand-in), for models that push, pop and steal.
+pub struct LoomDeque(Worker<u32>);
+/// A thief's end of a `LoomDeque`.
+pub struct LoomStealer(Stealer<u32>);
+
+impl LoomDeque {
+    pub fn new() -> Self {
+        LoomDeque(Worker::new_lifo())
+    }
+    pub fn push(&self, job: u32) {
+        self.0.push(job)
+    }
+    pub fn pop(&self) -> Option<u32> {
+        self.0.pop()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn stealer(&self) -> LoomStealer {
+        LoomStealer(self.0.stealer())
+    }
+}
+
+impl Default for LoomDeque {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LoomStealer {
+    /// Steal from the front; `Retry` is turned into another attempt.
+    pub fn steal(&self) -> Option<u32> {
+        loop {
+            match self.0.steal() {
+                Steal::Success(job) => return Some(job),
+                Steal::Empty => return None,
+                Steal::Retry => {}
+            }
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+pub struct LoomSleep(Sleep);
+pub struct LoomIdle(IdleState);
+pub struct LoomLatch(CoreLatch);
+
+impl LoomSleep {
+    pub fn new(workers: usize) -> Self {
+        LoomSleep(Sleep::new(workers))
+    }
+    pub fn start_looking(&self, worker: usize) -> LoomIdle {
+        LoomIdle(self.0.start_looking(worker))
+    }
+    pub fn work_found(&self) {
+        self.0.work_found(|| false)
+    }
+    /// True if the worker blocked.
+    pub fn no_work_found(
+        &self,
+        idle: &mut LoomIdle,
+        latch: &LoomLatch,
+        has_injected_work: impl FnOnce() -> bool,
+    ) -> bool {
+        self.0
+            .no_work_found(&mut idle.0, &latch.0, has_injected_work)
+    }
+    pub fn new_injected_jobs(&self, jobs: usize, queue_was_empty: bool) -> usize {
+        self.0.new_injected_jobs(jobs, queue_was_empty)
+    }
+    pub fn new_internal_jobs(&self, jobs: usize, queue_was_empty: bool) -> usize {
+        self.0.new_internal_jobs(jobs, queue_was_empty)
+    }
+    pub fn notify_worker_latch_is_set(&self, worker: usize) {
+        self.0.notify_worker_latch_is_set(worker)
+    }
+    pub fn sleeping_threads(&self) -> usize {
+        self.0.sleeping_threads()
+    }
+}
+
+impl LoomLatch {
+    pub fn new() -> Self {
+        LoomLatch(CoreLatch::new())
+    }
+    pub fn probe(&self) -> bool {
+        self.0.probe()
+    }
+    /// True if the owner was asleep and must be woken.
+    pub fn set(&self) -> bool {
+        // SAFETY: `self` outlives the call (the model owns it in an Arc).
+        unsafe { CoreLatch::set(&self.0) }
+    }
+}
+
+impl Default for LoomLatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A pipeline's in-order gate (`pipeline/gate.rs`).
+pub struct LoomInOrderGate(crate::pipeline::gate::InOrderGate);
+/// A pipeline's any-order gate.
+pub struct LoomAnyOrderGate(crate::pipeline::gate::AnyOrderGate);
+
+/// What `arrive` gave: entered, parked, or switched to another
+/// parked slot (which the caller now holds the gate for).
+#[derive(Debug, PartialEq, Eq)]
+pub enum LoomArrival {
+    Enter,
+    Parked,
+    Switch(u32),
+}
+
+fn arrival(a: crate::pipeline::gate::Arrival) -> LoomArrival {
+    match a {
+        crate::pipeline::gate::Arrival::Enter => LoomArrival::Enter,
+        crate::pipeline::gate::Arrival::Parked => LoomArrival::Parked,
+        crate::pipeline::gate::Arrival::Switch(slot) => LoomArrival::Switch(slot),
+    }
+}
+
+impl LoomInOrderGate {
+    pub fn new(tokens: usize) -> Self {
+        LoomInOrderGate(crate::pipeline::gate::InOrderGate::new(tokens))
+    }
+    pub fn arrive(&self, sequence: u64, slot: u32) -> LoomArrival {
+        arrival(self.0.arrive(sequence, slot))
+    }
+    pub fn finish(&self, sequence: u64) -> Option<u32> {
+        self.0.finish(sequence)
+    }
+}
+
+impl LoomAnyOrderGate {
+    pub fn new(tokens: usize) -> Self {
+        LoomAnyOrderGate(crate::pipeline::gate::AnyOrderGate::new(tokens))
+    }
+    pub fn arrive(&self, slot: u32) -> LoomArrival {
+        arrival(self.0.arrive(slot))
+    }
+    pub fn finish(&self) -> Option<u32> {
+        self.0.finish()
+    }
+}
+
+/// One entry of a mailbox proxy (`proxy.rs`), around a dummy task.
+pub struct LoomProxyEntry(crate::queues::job::JobRef<NoWorker>);
+
+/// The proxy models claim entries but never run them: no worker needed
+/// (the queues take the worker as a parameter).
+pub struct NoWorker;
+
+impl crate::queues::job::Runner for NoWorker {
+    fn index(&self) -> usize {
+        0
+    }
+    fn region(&self) -> crate::queues::region::Region {
+        crate::queues::region::Region::NONE
+    }
+    fn set_region(&self, _: crate::queues::region::Region) {}
+}
+
+/// The two entries of a new proxy.
+pub fn loom_proxy_pair() -> (LoomProxyEntry, LoomProxyEntry) {
+    static TASK: u64 = 0;
+    unsafe fn never_run(
+        _: std::ptr::NonNull<()>,
+        _: &NoWorker,
+    ) -> Option<crate::queues::job::Next<NoWorker>> {
+        unreachable!("the model only claims")
+    }
+    // SAFETY: the dummy task is a static and is never run.
+    let job = unsafe {
+        crate::queues::job::JobRef::new(
+            std::ptr::NonNull::from(&TASK).cast(),
+            never_run,
+            crate::queues::region::Region::NONE,
+        )
+    };
+    let entry = crate::queues::proxy::Proxy::new_pair(job, 0, 0);
+    (LoomProxyEntry(entry), LoomProxyEntry(entry))
+}
+
+/// Proxies freed so far in this process (each must be freed once).
+pub fn loom_proxy_frees() -> usize {
+    crate::queues::proxy::FREES.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+impl LoomProxyEntry {
+    /// Take this entry: true if it claimed the task.
+    pub fn take(self) -> bool {
+        // SAFETY: each entry is consumed once (by value).
+        matches!(
+            unsafe { crate::queues::proxy::Proxy::take(self.0) },
+            crate::queues::proxy::Taken::Run(_)
+        )
+    }
+}

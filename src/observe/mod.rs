@@ -1,0 +1,9 @@
+//! What a pool tells about itself: counters per rule (`stats.rs`) and the
+//! optional trace of task and sleep events (`trace.rs`). Every layer writes
+//! here; this layer imports none of them.
+
+pub(crate) mod stats;
+pub(crate) mod trace;
+
+pub use stats::{Rule, Stats, WorkerStats};
+pub use trace::{SleepEvent, TaskEvent, Trace};
