@@ -100,9 +100,9 @@ mod platform;
 #[cfg(loom)]
 pub mod loom_api;
 
-pub use error::{AffinityError, BuildError, GraphError, PipelineError, TaskError};
+pub use error::{AffinityError, BuildError, PipelineError, TaskError};
 pub use fork_join::{Scope, ScopeFifo, isolate, join, scope, scope_fifo};
-pub use graph::{CancelToken, Graph, NodeId, Subflow};
+pub use graph::{CancelToken, Graph, GraphError, NodeId, Subflow};
 pub use observe::{Rule, SleepEvent, Stats, TaskEvent, Trace, WorkerStats};
 pub use pipeline::Pipeline;
 pub use platform::{CoreInfo, Pinning, Proximity, Topology, TopologySource};

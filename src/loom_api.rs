@@ -173,6 +173,9 @@ impl crate::queues::job::Runner for NoWorker {
         crate::queues::region::Region::NONE
     }
     fn set_region(&self, _: crate::queues::region::Region) {}
+    fn push(&self, _: crate::queues::job::JobRef<Self>) {
+        unreachable!("the proxy models push nothing")
+    }
 }
 
 /// The two entries of a new proxy.

@@ -22,10 +22,11 @@
 use crate::platform::latch::CountLatch;
 use crate::platform::node_alloc;
 use crate::platform::unwind;
+use crate::pool::Pool;
 use crate::queues::fifo::WorkerFifo;
 use crate::queues::region::Region;
 use crate::worker::group::{Group, OnPanic};
-use crate::worker::registry::Registry;
+use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
 use crate::worker::thread::{JobRef, Next};
 use std::alloc::Layout;
@@ -71,7 +72,7 @@ where
 {
     match WorkerThread::current() {
         Some(worker) => scope_on_worker(worker, op),
-        None => crate::Pool::global().install(|| scope(op)),
+        None => Pool::global().install(|| scope(op)),
     }
 }
 
@@ -188,7 +189,7 @@ where
             };
             finish_scope(worker, &scope.base, || op(&scope))
         }
-        None => crate::Pool::global().install(|| scope_fifo(op)),
+        None => Pool::global().install(|| scope_fifo(op)),
     }
 }
 
@@ -334,3 +335,48 @@ const _: () = {
     assert_sync::<Scope<'static>>();
     assert_sync::<ScopeFifo<'static>>();
 };
+
+impl Pool {
+    /// [`scope`](crate::scope) inside this pool: spawned tasks may borrow
+    /// from the caller's frame; returns when all of them finished.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut halves = [0u64; 2];
+    /// let (a, b) = halves.split_at_mut(1);
+    /// pool.scope(|s| {
+    ///     s.spawn(|_| a[0] = (1..=50).sum());
+    ///     s.spawn(|_| b[0] = (51..=100).sum());
+    /// });
+    /// assert_eq!(halves[0] + halves[1], 5050);
+    /// ```
+    pub fn scope<'scope, OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce(&Scope<'scope>) -> R + Send,
+        R: Send,
+    {
+        self.install(|| scope(op))
+    }
+
+    /// [`scope_fifo`](crate::scope_fifo) inside this pool: each worker
+    /// starts the tasks it spawned oldest first.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+    /// let order = std::sync::Mutex::new(Vec::new());
+    /// pool.scope_fifo(|s| {
+    ///     for i in 0..3 {
+    ///         let order = &order;
+    ///         s.spawn_fifo(move |_| order.lock().unwrap().push(i));
+    ///     }
+    /// });
+    /// assert_eq!(*order.lock().unwrap(), [0, 1, 2]);
+    /// ```
+    pub fn scope_fifo<'scope, OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce(&ScopeFifo<'scope>) -> R + Send,
+        R: Send,
+    {
+        self.install(|| scope_fifo(op))
+    }
+}

@@ -1,6 +1,7 @@
 //! GraphViz export of a graph: names, dispatch and affinity on each node.
 
-use super::{Graph, NO_AFFINITY};
+use super::build::Graph;
+use super::node::NO_AFFINITY;
 use crate::queues::dispatch::Dispatch;
 use std::fmt::Write;
 

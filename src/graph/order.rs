@@ -14,7 +14,7 @@
 //! Invariant: `position` is a permutation of `0..len` and a topological
 //! order of the graph's edges.
 
-use super::{Edge, NO_EDGE, NodeMeta, edge_list};
+use super::node::{Edge, NO_EDGE, NodeMeta, edge_list};
 
 #[derive(Default)]
 pub(super) struct TopoOrder {

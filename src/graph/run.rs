@@ -20,119 +20,23 @@
 //! over and the graph freed at once); a node's `children` count is used
 //! only once its body spawned.
 
-use super::{Graph, NO_AFFINITY, NO_WORKER, Node};
-use crate::error::GraphError;
+use super::build::Graph;
+use super::error::GraphError;
+use super::node::{NO_AFFINITY, NO_WORKER, Node, RunShared, Subflow};
 use crate::observe::stats::Rule;
-use crate::platform::latch::{CountLatch, LockLatch};
+use crate::platform::latch::CountLatch;
 use crate::platform::unwind;
 use crate::queues::dispatch::Dispatch;
 use crate::queues::region::Region;
-use crate::queues::shared_queue::SharedQueueFlag;
-use crate::worker::registry::Registry;
+use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
 use crate::worker::thread::{JobRef, Next};
-use parking_lot::Mutex;
-use std::any::Any;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 /// The state of the run in progress, shared by the graph's nodes. One per
 /// graph, reused by every run.
-pub(crate) struct RunShared {
-    /// Set by the cancel token or the first panic: nodes that start skip
-    /// their bodies.
-    /// Inline, not behind its own `Arc`: every node reads it.
-    cancel: AtomicBool,
-    panic: Mutex<Option<Box<dyn Any + Send>>>,
-    /// The run's latch (on the caller's stack) and the first node; written
-    /// before the roots are routed, so every node sees them.
-    latch: AtomicPtr<CountLatch>,
-    nodes: AtomicPtr<Node<'static>>,
-    successor_pool: AtomicPtr<u32>,
-    /// The nodes' names as trace records want them, one per node.
-    names: AtomicPtr<Option<Arc<str>>>,
-    names_len: AtomicUsize,
-    /// Whether the run's nodes went to the shared queue (`WaitAccess`).
-    used_shared_queue: SharedQueueFlag,
-    /// The latch an outside caller blocks on, reused run after run.
-    blocking: Arc<LockLatch>,
-    /// Affinity replay: nodes prefer the worker that ran them last.
-    replay: AtomicBool,
-    /// The run's pool has one worker slot: a single thread runs every
-    /// node, so predecessor counts need no read-modify-write.
-    exclusive: AtomicBool,
-    /// The isolation region of the run in progress (`Region::to_bits`):
-    /// its caller's, so an isolated caller can run every node.
-    region: AtomicU64,
-}
-
-impl RunShared {
-    pub(crate) fn new() -> Self {
-        RunShared {
-            cancel: AtomicBool::new(false),
-            panic: Mutex::new(None),
-            latch: AtomicPtr::new(ptr::null_mut()),
-            nodes: AtomicPtr::new(ptr::null_mut()),
-            successor_pool: AtomicPtr::new(ptr::null_mut()),
-            names: AtomicPtr::new(ptr::null_mut()),
-            names_len: AtomicUsize::new(0),
-            used_shared_queue: SharedQueueFlag::new(),
-            blocking: Arc::new(LockLatch::new()),
-            replay: AtomicBool::new(false),
-            exclusive: AtomicBool::new(false),
-            region: AtomicU64::new(Region::NONE.to_bits()),
-        }
-    }
-
-    #[inline]
-    fn region(&self) -> Region {
-        Region::from_bits(self.region.load(Ordering::Relaxed))
-    }
-
-    #[inline]
-    fn replay(&self) -> bool {
-        self.replay.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn set_replay(&self, replay: bool) {
-        self.replay.store(replay, Ordering::Relaxed);
-    }
-
-    #[inline]
-    pub(crate) fn is_cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
-    }
-
-    fn record_panic(&self, payload: Box<dyn Any + Send>) {
-        let mut slot = self.panic.lock();
-        if slot.is_none() {
-            *slot = Some(payload);
-        }
-        self.cancel.store(true, Ordering::Relaxed);
-    }
-}
-
-impl super::CancelTarget for RunShared {
-    fn cancel(&self) {
-        self.cancel.store(true, Ordering::Relaxed);
-    }
-    fn is_cancelled(&self) -> bool {
-        RunShared::is_cancelled(self)
-    }
-}
-
-/// What a node's body (or a child it spawned) gets: spawn more work that
-/// the node waits for.
-pub struct Subflow<'s, 'a> {
-    node: &'s Node<'a>,
-    worker: &'s WorkerThread,
-    /// The node's body (which holds no unit of `children` until it first
-    /// spawns) or one of its children (which holds one).
-    is_body: bool,
-    spawned: bool,
-}
-
 impl<'a> Subflow<'_, 'a> {
     /// Run `f` as a child of this node, on this worker's deque (so idle
     /// workers may steal it). The node's successors start only after every

@@ -58,7 +58,7 @@ use crate::platform::unwind;
 use crate::queues::dispatch::Dispatch;
 use crate::queues::region::Region;
 use crate::queues::shared_queue::SharedQueueFlag;
-use crate::worker::registry::Registry;
+use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
 use crate::worker::thread::{JobRef, Next};
 use crossbeam_utils::CachePadded;

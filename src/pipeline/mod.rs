@@ -16,7 +16,7 @@ use crate::graph::CancelToken;
 use crate::platform::latch::CountLatch;
 use crate::platform::unwind;
 use crate::queues::region;
-use crate::worker::registry::Registry;
+use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
 use engine::Engine;
 use stage::{Mode, SourceStage, Stage, layout_of};

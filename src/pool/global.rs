@@ -16,7 +16,7 @@ use crate::error::BuildError;
 use crate::pool::thread_pool::{Builder, Pool};
 use crate::queues::dispatch::Dispatch;
 use crate::task::node::TaskRef;
-use crate::worker::registry::Registry;
+use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
 use std::sync::{Arc, OnceLock};
 
@@ -93,7 +93,7 @@ where
     F: FnOnce() + Send + 'static,
 {
     crate::task::submit::submit_static(
-        &current_registry(),
+        current_registry(),
         TaskRef::from_fn(move |_| f()),
         Some(Dispatch::Spawn),
         None,
@@ -113,7 +113,7 @@ pub fn spawn_fifo<F>(f: F)
 where
     F: FnOnce() + Send + 'static,
 {
-    crate::task::submit::submit_static_fifo(&current_registry(), TaskRef::from_fn(move |_| f()));
+    crate::task::submit::submit_static_fifo(current_registry(), TaskRef::from_fn(move |_| f()));
 }
 
 /// Enqueue a `'static` closure on the shared queue (rule 5: fair,
@@ -130,7 +130,7 @@ where
     F: FnOnce() + Send + 'static,
 {
     crate::task::submit::submit_static(
-        &current_registry(),
+        current_registry(),
         TaskRef::from_fn(move |_| f()),
         Some(Dispatch::Enqueue),
         None,

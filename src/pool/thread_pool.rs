@@ -8,8 +8,9 @@
 //! lock latch, and on a pool without threads the caller becomes the guest
 //! worker.
 
-use crate::error::{AffinityError, BuildError, GraphError};
+use crate::error::{AffinityError, BuildError};
 use crate::graph::Graph;
+use crate::graph::GraphError;
 use crate::observe::stats::Stats;
 use crate::observe::trace::Trace;
 use crate::platform::latch::CountLatch;
@@ -19,7 +20,8 @@ use crate::queues::dispatch::Dispatch;
 use crate::queues::region;
 use crate::task::node::TaskRef;
 use crate::worker::group::{Group, OnPanic};
-use crate::worker::registry::{PanicHandler, Registry, RegistryConfig, ThreadHandler};
+use crate::worker::registry::{PanicHandler, RegistryConfig, ThreadHandler};
+use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
 use std::any::Any;
 use std::fmt;
@@ -171,7 +173,7 @@ impl Builder {
     pub fn build(self) -> Result<Pool, BuildError> {
         let num_threads = self.num_threads.unwrap_or_else(default_num_threads);
         let topology = self.topology.unwrap_or_else(Topology::detect);
-        let (registry, threads) = Registry::new(RegistryConfig {
+        let (registry, threads) = Registry::start(RegistryConfig {
             num_threads,
             thread_name: self.thread_name,
             stack_size: self.stack_size,
@@ -274,69 +276,6 @@ impl Pool {
         R: Send,
     {
         self.registry.in_worker(|_| f())
-    }
-
-    /// [`join`](crate::join) inside this pool: run `a` and `b`, potentially
-    /// in parallel, and return both results. From outside the pool the
-    /// caller blocks until both finished.
-    ///
-    /// ```
-    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
-    /// let data = vec![1, 2, 3, 4];
-    /// let (left, right) = pool.join(|| data[..2].iter().sum::<i32>(), || data[2..].iter().sum::<i32>());
-    /// assert_eq!((left, right), (3, 7));
-    /// ```
-    pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
-    where
-        A: FnOnce() -> RA + Send,
-        B: FnOnce() -> RB + Send,
-        RA: Send,
-        RB: Send,
-    {
-        self.install(|| crate::join(a, b))
-    }
-
-    /// [`scope`](crate::scope) inside this pool: spawned tasks may borrow
-    /// from the caller's frame; returns when all of them finished.
-    ///
-    /// ```
-    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
-    /// let mut halves = [0u64; 2];
-    /// let (a, b) = halves.split_at_mut(1);
-    /// pool.scope(|s| {
-    ///     s.spawn(|_| a[0] = (1..=50).sum());
-    ///     s.spawn(|_| b[0] = (51..=100).sum());
-    /// });
-    /// assert_eq!(halves[0] + halves[1], 5050);
-    /// ```
-    pub fn scope<'scope, OP, R>(&self, op: OP) -> R
-    where
-        OP: FnOnce(&crate::Scope<'scope>) -> R + Send,
-        R: Send,
-    {
-        self.install(|| crate::scope(op))
-    }
-
-    /// [`scope_fifo`](crate::scope_fifo) inside this pool: each worker
-    /// starts the tasks it spawned oldest first.
-    ///
-    /// ```
-    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
-    /// let order = std::sync::Mutex::new(Vec::new());
-    /// pool.scope_fifo(|s| {
-    ///     for i in 0..3 {
-    ///         let order = &order;
-    ///         s.spawn_fifo(move |_| order.lock().unwrap().push(i));
-    ///     }
-    /// });
-    /// assert_eq!(*order.lock().unwrap(), [0, 1, 2]);
-    /// ```
-    pub fn scope_fifo<'scope, OP, R>(&self, op: OP) -> R
-    where
-        OP: FnOnce(&crate::ScopeFifo<'scope>) -> R + Send,
-        R: Send,
-    {
-        self.install(|| crate::scope_fifo(op))
     }
 
     /// Spawn a `'static` closure: onto the calling worker's deque (rule 3
@@ -573,9 +512,9 @@ impl Pool {
     /// is exhausted and every item passed every stage. Called from a worker
     /// of this pool, the worker keeps running tasks while it waits.
     ///
-    /// Errors, before anything runs: [`PipelineError::ZeroTokens`](crate::PipelineError::ZeroTokens),
-    /// [`PipelineError::AffinityOutOfRange`](crate::PipelineError::AffinityOutOfRange) for a stage pinned to a worker
-    /// the pool does not have. [`PipelineError::Cancelled`](crate::PipelineError::Cancelled) if the
+    /// Errors, before anything runs: [`PipelineError::ZeroTokens`](crate::error::PipelineError::ZeroTokens),
+    /// [`PipelineError::AffinityOutOfRange`](crate::error::PipelineError::AffinityOutOfRange) for a stage pinned to a worker
+    /// the pool does not have. [`PipelineError::Cancelled`](crate::error::PipelineError::Cancelled) if the
     /// pipeline's [`CancelToken`](crate::CancelToken) fired. A panic in a
     /// stage (or the source) stops the source, drops the items in flight at
     /// their next stage, and is resumed here once all are gone; the pipeline
@@ -594,9 +533,9 @@ impl Pool {
     /// ```
     pub fn run_pipeline<T>(
         &self,
-        pipeline: &mut crate::Pipeline<'_, T>,
+        pipeline: &mut crate::pipeline::Pipeline<'_, T>,
         tokens: usize,
-    ) -> Result<(), crate::PipelineError> {
+    ) -> Result<(), crate::error::PipelineError> {
         crate::pipeline::run_pipeline(&self.registry, pipeline, tokens)
     }
 
@@ -655,7 +594,8 @@ impl Pool {
     /// The trace records since the pool was built or the last take (empty
     /// unless built with [`Builder::trace`]).
     pub fn take_trace(&self) -> Trace {
-        self.registry.take_trace()
+        self.registry
+            .take_trace(WorkerThread::current_in(&self.registry).is_none())
     }
 
     /// The topology the pool was built with (detected, or given to

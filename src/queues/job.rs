@@ -50,13 +50,17 @@ pub(crate) type ExecuteFn<W> = unsafe fn(NonNull<()>, &W) -> Option<Next<W>>;
 
 /// What the queues ask of the worker that runs a job: its slot, and its
 /// isolation region (a `RegionJob` sets it for the job's duration).
-pub(crate) trait Runner {
+pub(crate) trait Runner: Sized + 'static {
     /// The worker's slot in its pool.
     fn index(&self) -> usize;
     /// The region the worker runs in now.
     fn region(&self) -> Region;
     /// Enter `region`.
     fn set_region(&self, region: Region);
+    /// Push `job` onto the worker's own deque (and tell its sleepers).
+    fn push(&self, job: JobRef<Self>)
+    where
+        Self: Sized;
 }
 
 impl<W> Clone for JobRef<W> {

@@ -34,7 +34,7 @@ use crate::platform::unwind;
 use crate::queues::dispatch::Dispatch;
 use crate::queues::region::Region;
 use crate::worker::group::Group;
-use crate::worker::registry::Registry;
+use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
 use crate::worker::thread::{JobRef, Next};
 use std::alloc::Layout;

@@ -4,7 +4,7 @@
 
 use crate::queues::dispatch::Dispatch;
 use crate::task::node::TaskRef;
-use crate::worker::registry::Registry;
+use crate::worker::thread::Registry;
 use crate::worker::thread::{WorkerThread, current_region};
 use std::sync::Arc;
 

@@ -5,6 +5,7 @@
 //! protocol (`sleep/`).
 
 pub(crate) mod group;
+pub(crate) mod lifecycle;
 pub(crate) mod registry;
 pub(crate) mod sleep;
 pub(crate) mod thread;

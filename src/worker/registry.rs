@@ -22,41 +22,38 @@
 use crate::error::BuildError;
 use crate::observe::stats::{Stats, WorkerCounters};
 use crate::observe::trace::{self, Trace, TraceBuffer};
-use crate::platform::latch::{CoreLatch, CountLatch, WakeOwner};
+use crate::platform::latch::CoreLatch;
 use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicU64, Ordering, fence, hint, thread};
 use crate::platform::topology::{CoreInfo, Pinning, Topology, VictimTiers};
 use crate::platform::unwind;
 use crate::queues::deque::{Stealer, Worker};
 use crate::queues::dispatch::Dispatch;
 use crate::queues::fifo::WorkerFifo;
-use crate::queues::job::StackJob;
+use crate::queues::job::{JobRef, Runner};
 use crate::queues::mailbox::Mailbox;
 use crate::queues::proxy::{Proxy, Taken};
-use crate::queues::region;
 use crate::queues::shared_queue::SharedQueue;
 use crate::worker::group::Group;
 use crate::worker::sleep::Sleep;
-use crate::worker::thread::JobRef;
-use crate::worker::thread::{
-    GUEST_STACK_BUDGET, WorkerGuard, WorkerThread, default_thread_stack_size,
-};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::any::Any;
 use std::ptr;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Instant;
+
+/// The owner's end of a worker's deque.
+pub(crate) type Deque<W> = Worker<JobRef<W>>;
 
 pub(crate) type PanicHandler = Box<dyn Fn(Box<dyn Any + Send>) + Send + Sync>;
 pub(crate) type ThreadHandler = Box<dyn Fn(usize) + Send + Sync>;
 
 /// Per-slot shared state.
-struct ThreadInfo {
-    stealer: Stealer<JobRef>,
-    mailbox: Mailbox<WorkerThread>,
+struct ThreadInfo<W> {
+    stealer: Stealer<JobRef<W>>,
+    mailbox: Mailbox<W>,
     /// The pool-level FIFO of `Pool::spawn_fifo` from this worker.
-    fifo: WorkerFifo<WorkerThread>,
+    fifo: WorkerFifo<W>,
     /// On a line of its own: the owner writes it per task, while thieves
     /// read `stealer` per steal attempt.
     counters: CachePadded<WorkerCounters>,
@@ -70,7 +67,7 @@ struct ThreadInfo {
     trace: TraceBuffer,
 }
 
-/// What `Builder` hands to `Registry::new`.
+/// What `Builder` hands to `Registry::start`.
 pub(crate) struct RegistryConfig {
     pub(crate) num_threads: usize,
     pub(crate) thread_name: Option<Box<dyn FnMut(usize) -> String>>,
@@ -83,21 +80,23 @@ pub(crate) struct RegistryConfig {
     pub(crate) trace: bool,
 }
 
-pub(crate) struct Registry {
-    thread_infos: Box<[CachePadded<ThreadInfo>]>,
-    pub(crate) shared: SharedQueue<WorkerThread>,
+pub(crate) struct Registry<W: Runner> {
+    thread_infos: Box<[CachePadded<ThreadInfo<W>>]>,
+    pub(crate) shared: SharedQueue<W>,
     pub(crate) sleep: Sleep,
     pub(crate) static_group: Group,
-    num_threads: usize,
+    pub(super) num_threads: usize,
     /// The deque of the guest slot of a zero-thread pool, while no thread
     /// holds the slot.
-    guest: Mutex<Option<Worker<JobRef>>>,
-    drainer_active: AtomicBool,
+    pub(super) guest: Mutex<Option<Worker<JobRef<W>>>>,
+    /// What a drainer thread runs (`lifecycle.rs`).
+    drainer: fn(Arc<Registry<W>>),
+    pub(super) drainer_active: AtomicBool,
     unhandled_panics: AtomicU64,
     panic_handler: Option<PanicHandler>,
-    start_handler: Option<ThreadHandler>,
-    exit_handler: Option<ThreadHandler>,
-    stack_size: Option<usize>,
+    pub(super) start_handler: Option<ThreadHandler>,
+    pub(super) exit_handler: Option<ThreadHandler>,
+    pub(super) stack_size: Option<usize>,
     topology: Topology,
     pinning: Pinning,
     /// Tracing on, and the time trace records count from.
@@ -107,10 +106,14 @@ pub(crate) struct Registry {
     victims: Box<[VictimTiers]>,
 }
 
-impl Registry {
+impl<W: Runner> Registry<W> {
+    /// The registry for `config`, and the deques of the worker threads to
+    /// start (a zero-thread pool keeps its guest deque). `drainer` is what
+    /// a drainer thread of a zero-thread pool runs.
     pub(crate) fn new(
-        mut config: RegistryConfig,
-    ) -> Result<(Arc<Registry>, Vec<JoinHandle<()>>), BuildError> {
+        config: &mut RegistryConfig,
+        drainer: fn(Arc<Registry<W>>),
+    ) -> Result<(Arc<Self>, Vec<Deque<W>>), BuildError> {
         let max = crate::worker::sleep::counters::MAX_THREADS;
         if config.num_threads > max {
             return Err(BuildError::TooManyThreads {
@@ -119,7 +122,7 @@ impl Registry {
             });
         }
         let num_slots = config.num_threads.max(1);
-        let deques: Vec<Worker<JobRef>> = (0..num_slots).map(|_| Worker::new_lifo()).collect();
+        let deques: Vec<Worker<JobRef<W>>> = (0..num_slots).map(|_| Worker::new_lifo()).collect();
         let thread_infos = deques
             .iter()
             .enumerate()
@@ -146,6 +149,7 @@ impl Registry {
             shared: SharedQueue::new(num_slots),
             sleep: Sleep::new(num_slots),
             static_group: Group::new_static(),
+            drainer,
             num_threads: config.num_threads,
             guest: Mutex::new(guest),
             drainer_active: AtomicBool::new(false),
@@ -155,49 +159,13 @@ impl Registry {
             exit_handler: config.exit_handler.take(),
             stack_size: config.stack_size,
             victims: VictimTiers::for_pool(&config.topology, config.pinning, num_slots).into(),
-            topology: config.topology,
+            topology: config.topology.clone(),
             pinning: config.pinning,
             trace: config.trace,
             epoch: Instant::now(),
         });
 
-        let mut handles = Vec::with_capacity(config.num_threads);
-        for (index, deque) in deques.enumerate().take(config.num_threads) {
-            let name = match config.thread_name.as_mut() {
-                // A panicking naming closure must not leave the threads
-                // already started running for the life of the process.
-                Some(name) => match unwind::halt_unwinding(|| name(index)) {
-                    Ok(name) => name,
-                    Err(payload) => {
-                        registry.stop_started(handles);
-                        unwind::resume_unwinding(payload);
-                    }
-                },
-                None => format!("sixfold-{index}"),
-            };
-            let mut builder = std::thread::Builder::new().name(name);
-            if let Some(size) = config.stack_size {
-                builder = builder.stack_size(size);
-            }
-            let registry_for_thread = registry.clone();
-            match builder.spawn(move || main_loop(registry_for_thread, index, deque)) {
-                Ok(handle) => handles.push(handle),
-                Err(e) => {
-                    registry.stop_started(handles);
-                    return Err(BuildError::ThreadSpawn(e));
-                }
-            }
-        }
-        Ok((registry, handles))
-    }
-
-    /// A build failed part way: stop the threads already started and join
-    /// them (each runs its exit handler), so nothing outlives the build.
-    fn stop_started(&self, handles: Vec<JoinHandle<()>>) {
-        self.terminate();
-        for handle in handles {
-            let _ = handle.join();
-        }
+        Ok((registry, deques.take(config.num_threads).collect()))
     }
 
     /// Worker slots: the number of threads, or one guest slot for a pool
@@ -257,7 +225,7 @@ impl Registry {
     }
 
     #[inline]
-    pub(crate) fn mailbox(&self, index: usize) -> &Mailbox<WorkerThread> {
+    pub(crate) fn mailbox(&self, index: usize) -> &Mailbox<W> {
         &self.thread_infos[index].mailbox
     }
 
@@ -282,8 +250,8 @@ impl Registry {
     }
 
     /// Take every worker's records.
-    pub(crate) fn take_trace(&self) -> Trace {
-        let from_outside = WorkerThread::current_in(self).is_none();
+    /// `from_outside`: the caller is no worker of this pool.
+    pub(crate) fn take_trace(&self, from_outside: bool) -> Trace {
         trace::collect(
             self.thread_infos.iter().map(|info| &info.trace),
             self.num_slots(),
@@ -304,7 +272,7 @@ impl Registry {
     }
 
     #[inline]
-    pub(crate) fn stealer(&self, index: usize) -> &Stealer<JobRef> {
+    pub(crate) fn stealer(&self, index: usize) -> &Stealer<JobRef<W>> {
         &self.thread_infos[index].stealer
     }
 
@@ -315,13 +283,13 @@ impl Registry {
     #[inline]
     pub(crate) fn route(
         self: &Arc<Self>,
-        job: JobRef,
+        job: JobRef<W>,
         dispatch: Dispatch,
         affinity: Option<usize>,
-        here: Option<&WorkerThread>,
+        here: Option<&W>,
         before_shared: impl FnOnce(),
     ) {
-        let here_index = here.map(WorkerThread::index);
+        let here_index = here.map(W::index);
         match affinity {
             // Always the mailbox, even when the target is the calling worker:
             // its own deque could be stolen from, and affinity means "run
@@ -360,13 +328,13 @@ impl Registry {
     }
 
     /// Worker `index`'s FIFO of `Pool::spawn_fifo` jobs.
-    pub(crate) fn fifo(&self, index: usize) -> &WorkerFifo<WorkerThread> {
+    pub(crate) fn fifo(&self, index: usize) -> &WorkerFifo<W> {
         &self.thread_infos[index].fifo
     }
 
     /// Push to the shared queue and make sure someone will see it: fence F1
     /// and the wake logic, and, from outside a zero-thread pool, a drainer.
-    pub(crate) fn inject(self: &Arc<Self>, job: JobRef, here: Option<usize>) {
+    pub(crate) fn inject(self: &Arc<Self>, job: JobRef<W>, here: Option<usize>) {
         let was_empty = self.shared.push(job, here);
         // Fence F1 and the injected-work wake even from a worker: a worker
         // in a nested wait may not take rule 5 itself (`WaitAccess`), so a
@@ -379,68 +347,10 @@ impl Registry {
 
     /// Push a job that a thread outside the pool blocks on to the shared
     /// queue's entry lane, which every wait of the pool may take from.
-    pub(crate) fn inject_entry(self: &Arc<Self>, job: JobRef) {
+    pub(crate) fn inject_entry(self: &Arc<Self>, job: JobRef<W>) {
         let was_empty = self.shared.push_entry(job);
         self.sleep.new_injected_jobs(1, was_empty);
         self.start_drainer_if_needed();
-    }
-
-    /// Run `f` on a worker of this pool and return its result: at once on
-    /// one of its own workers; else as an entry job, which the caller waits
-    /// for by working on its own pool if it is a worker of another pool
-    /// (so pools that call into each other never deadlock), by blocking
-    /// otherwise. On a pool without threads an outside caller becomes the
-    /// guest worker. A panic in `f` is resumed here.
-    pub(crate) fn in_worker<R, F>(self: &Arc<Self>, f: F) -> R
-    where
-        F: FnOnce(&WorkerThread) -> R + Send,
-        R: Send,
-    {
-        match WorkerThread::current() {
-            Some(worker) if Arc::ptr_eq(worker.registry(), self) => f(worker),
-            Some(foreign) => self.in_worker_cross(foreign, f),
-            None if self.num_threads == 0 => self.with_guest(f),
-            None => self.in_worker_cold(f),
-        }
-    }
-
-    /// `in_worker` from a worker of another pool: it keeps running its own
-    /// pool's work (entries at any depth) until our worker sets its latch,
-    /// which wakes it across the pools.
-    fn in_worker_cross<R, F>(self: &Arc<Self>, foreign: &WorkerThread, f: F) -> R
-    where
-        F: FnOnce(&WorkerThread) -> R + Send,
-        R: Send,
-    {
-        let latch = CountLatch::for_worker(foreign.registry().wake_owner(foreign.index()));
-        let job = StackJob::new(
-            || f(WorkerThread::current().expect("run by a worker")),
-            latch,
-        );
-        // SAFETY: `job` stays on this frame until its latch is set: the wait
-        // below returns only then.
-        let job_ref = unsafe { job.as_job_ref(foreign.region()) };
-        self.inject_entry(job_ref);
-        let core = job.latch().as_core().expect("a worker's latch");
-        foreign.wait_until(core, None);
-        job.into_result()
-    }
-
-    /// `in_worker` from a thread outside every pool: block until done.
-    fn in_worker_cold<R, F>(self: &Arc<Self>, f: F) -> R
-    where
-        F: FnOnce(&WorkerThread) -> R + Send,
-        R: Send,
-    {
-        let job = StackJob::new(
-            || f(WorkerThread::current().expect("run by a worker")),
-            CountLatch::for_thread(),
-        );
-        // SAFETY: `job` stays on this frame until its latch is set.
-        let job_ref = unsafe { job.as_job_ref(region::outside_current()) };
-        self.inject_entry(job_ref);
-        job.latch().wait_blocking();
-        job.into_result()
     }
 
     /// A task panicked: a structured group records it (and cancels its
@@ -481,14 +391,9 @@ impl Registry {
         }
     }
 
-    /// The `WakeOwner` for a latch that worker `index` of this registry
-    /// will wait on.
-    pub(crate) fn wake_owner(self: &Arc<Self>, index: usize) -> WakeOwner {
-        WakeOwner {
-            registry: Arc::as_ptr(self).cast(),
-            index,
-            set_and_wake: set_and_wake_owner,
-        }
+    /// The latch worker `index`'s main loop waits on: set at shutdown.
+    pub(crate) fn terminate_latch(&self, index: usize) -> &CoreLatch {
+        &self.thread_infos[index].terminate
     }
 
     /// Ask every worker to exit once its work is done.
@@ -501,44 +406,9 @@ impl Registry {
         }
     }
 
-    /// Run `f` with the calling thread as the guest worker of a zero-thread
-    /// pool (waiting for the slot if another thread holds it).
-    pub(crate) fn with_guest<R>(self: &Arc<Self>, f: impl FnOnce(&WorkerThread) -> R) -> R {
-        debug_assert_eq!(self.num_threads, 0);
-        let mut slot = self.guest.lock();
-        let deque = slot.take().expect("guest slot held twice");
-        let worker = WorkerThread::enter(deque, 0, self.clone(), GUEST_STACK_BUDGET);
-        // Put the deque back even if `f` panics.
-        struct Restore<'a> {
-            worker: Option<WorkerGuard>,
-            slot: &'a mut Option<Worker<JobRef>>,
-        }
-        impl Drop for Restore<'_> {
-            fn drop(&mut self) {
-                if let Some(worker) = self.worker.take() {
-                    *self.slot = Some(worker.leave());
-                }
-            }
-        }
-        let result = {
-            let restore = Restore {
-                worker: Some(worker),
-                slot: &mut slot,
-            };
-            f(restore.worker.as_deref().expect("guest worker present"))
-        };
-        drop(slot);
-        // Work the caller left behind (spawned or enqueued while it was the
-        // guest) must not wait for the next caller: hand it to a drainer.
-        if self.guest_has_work() {
-            self.start_drainer_if_needed();
-        }
-        result
-    }
-
     /// On a zero-thread pool, make sure a drainer thread will take what was
     /// just injected.
-    fn start_drainer_if_needed(self: &Arc<Self>) {
+    pub(super) fn start_drainer_if_needed(self: &Arc<Self>) {
         if self.num_threads > 0 {
             return;
         }
@@ -554,7 +424,8 @@ impl Registry {
         if let Some(size) = self.stack_size {
             builder = builder.stack_size(size);
         }
-        if let Err(e) = builder.spawn(move || drainer_main(registry)) {
+        let drainer = self.drainer;
+        if let Err(e) = builder.spawn(move || drainer(registry)) {
             self.drainer_active.store(false, Ordering::SeqCst);
             eprintln!(
                 "sixfold: could not start a drainer thread ({e}); queued tasks run at the next install, run, wait_idle or drop"
@@ -562,18 +433,18 @@ impl Registry {
         }
     }
 
-    fn guest_has_work(&self) -> bool {
+    pub(super) fn guest_has_work(&self) -> bool {
         !self.shared.is_empty() || !self.mailbox(0).is_empty() || !self.stealer(0).is_empty()
     }
 }
 
-impl Drop for Registry {
+impl<W: Runner> Drop for Registry<W> {
     /// Give back proxy entries left in the shared queue, the mailboxes and a
     /// guest deque: their tasks ran through the other entry (the pool only
     /// stops once its tasks are done), so each take finds them claimed.
     fn drop(&mut self) {
         let guest = self.guest.get_mut().take();
-        let mut leftovers: Vec<JobRef> = std::iter::from_fn(|| self.shared.pop(0)).collect();
+        let mut leftovers: Vec<JobRef<W>> = std::iter::from_fn(|| self.shared.pop(0)).collect();
         for info in self.thread_infos.iter() {
             leftovers.extend(std::iter::from_fn(|| info.mailbox.pop()));
         }
@@ -583,97 +454,12 @@ impl Drop for Registry {
         for job in leftovers {
             if job.is_proxy() {
                 // SAFETY: the entry came out of a queue; nobody else holds it.
-                let taken = unsafe { Proxy::take(job) };
+                let taken = unsafe { Proxy::<W>::take(job) };
                 debug_assert!(
                     matches!(taken, Taken::Nothing),
                     "a task was lost at pool drop"
                 );
             }
-        }
-    }
-}
-
-/// `WakeOwner::set_and_wake` for registries: set the latch and wake its
-/// owner, keeping the registry alive across the wake.
-///
-/// # Safety
-/// `registry` points at a live registry (the waiting worker holds it).
-unsafe fn set_and_wake_owner(registry: *const (), index: usize, latch: *const CoreLatch) {
-    let registry = registry.cast::<Registry>();
-    // The woken owner may return at once and drop the last handle to its
-    // pool. If we are not a worker of that pool (the pool's drop joins its
-    // own workers, so they are safe), hold a reference across the wake.
-    // SAFETY: live until the latch is set, per the caller's contract.
-    let is_own_worker = WorkerThread::current_in(unsafe { &*registry }).is_some();
-    let keep_alive = if is_own_worker {
-        None
-    } else {
-        // SAFETY: `registry` came from `Arc::as_ptr` and is still alive.
-        unsafe {
-            Arc::increment_strong_count(registry);
-            Some(Arc::from_raw(registry))
-        }
-    };
-    // SAFETY: the latch is live until set; not touched afterwards.
-    if unsafe { CoreLatch::set(latch) } {
-        // SAFETY: still alive: our own worker thread or `keep_alive`.
-        unsafe { (*registry).sleep.notify_worker_latch_is_set(index) };
-    }
-    drop(keep_alive);
-}
-
-/// A worker thread's life: start handler, the six rules until terminated,
-/// exit handler.
-fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
-    // Task panics are caught per task; a panic out here is a scheduler bug,
-    // and a silently dead worker would hang its pool. Fail loudly instead.
-    let abort_guard = unwind::AbortIfPanic;
-    if let Some(core) = registry.pinned_core(index) {
-        let id = core_affinity::CoreId {
-            id: core.os_index as usize,
-        };
-        if !core_affinity::set_for_current(id) {
-            eprintln!(
-                "sixfold: could not pin worker {index} to CPU {}",
-                core.os_index
-            );
-        }
-    }
-    let stack_budget = registry
-        .stack_size
-        .unwrap_or_else(default_thread_stack_size);
-    let worker = WorkerThread::enter(deque, index, registry.clone(), stack_budget);
-    if let Some(handler) = &registry.start_handler
-        && let Err(payload) = unwind::halt_unwinding(|| handler(index))
-    {
-        eprintln!(
-            "sixfold: start handler of worker {index} panicked: {}",
-            unwind::payload_message(&*payload)
-        );
-    }
-    worker.wait_until(&registry.thread_infos[index].terminate, None);
-    worker.release_leftovers();
-    if let Some(handler) = &registry.exit_handler
-        && let Err(payload) = unwind::halt_unwinding(|| handler(index))
-    {
-        eprintln!(
-            "sixfold: exit handler of worker {index} panicked: {}",
-            unwind::payload_message(&*payload)
-        );
-    }
-    drop(worker.leave());
-    std::mem::forget(abort_guard);
-}
-
-/// The temporary worker of a zero-thread pool: drain, then exit, unless new
-/// work arrived while it was deciding to.
-fn drainer_main(registry: Arc<Registry>) {
-    loop {
-        registry.with_guest(|worker| worker.drain());
-        registry.drainer_active.store(false, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        if !registry.guest_has_work() || registry.drainer_active.swap(true, Ordering::SeqCst) {
-            return;
         }
     }
 }

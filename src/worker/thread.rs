@@ -54,7 +54,7 @@ use crate::queues::job::{self, Runner};
 use crate::queues::proxy::{Proxy, Taken};
 use crate::queues::region::{self, Region};
 use crate::queues::shared_queue::SharedQueueFlag;
-use crate::worker::registry::Registry;
+use crate::worker::registry;
 use std::cell::{Cell, RefCell};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
@@ -175,6 +175,8 @@ impl WorkerGuard {
 pub(crate) type JobRef = job::JobRef<WorkerThread>;
 /// What a finished job hands straight to its worker (rules 1 and 2).
 pub(crate) type Next = job::Next<WorkerThread>;
+/// A pool's shared state, with `WorkerThread`s as its workers.
+pub(crate) type Registry = registry::Registry<WorkerThread>;
 
 /// The queues see a worker only through this (see `queues/job.rs`).
 impl Runner for WorkerThread {
@@ -189,6 +191,10 @@ impl Runner for WorkerThread {
     #[inline]
     fn set_region(&self, region: Region) {
         WorkerThread::set_region(self, region)
+    }
+    #[inline]
+    fn push(&self, job: JobRef) {
+        WorkerThread::push(self, job)
     }
 }
 

@@ -1,0 +1,477 @@
+//! The graph builder: [`Graph`], its nodes' ids, and the cancel token.
+//! Adding a node or an edge allocates nothing of its own (see the module
+//! docs of `graph`); the run's compact successor lists are made from the
+//! flat edge array before the first run after a change.
+
+use super::error::GraphError;
+use super::node::{
+    BodySlot, CancelTarget, DropFn, Edge, NO_AFFINITY, NO_EDGE, NO_WORKER, Node, NodeId, NodeMeta,
+    RunShared, Subflow, SuccessorList, edge_list,
+};
+use super::order;
+use crate::queues::dispatch::Dispatch;
+use std::collections::HashMap;
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
+
+/// Cancels a run of a graph or a pipeline from inside it or from another
+/// thread; get it with [`Graph::cancel_token`] or
+/// [`Pipeline::cancel_token`](crate::Pipeline::cancel_token).
+///
+/// Graph nodes that have not started when it fires are skipped (their
+/// successors still see them complete, so the run ends promptly), and
+/// `run_graph` returns [`GraphError::Cancelled`]. A pipeline's source
+/// stops and its items in flight are dropped at their next stage;
+/// `run_pipeline` returns
+/// [`PipelineError::Cancelled`](crate::PipelineError::Cancelled). The run
+/// clears the token when it returns, so the graph or pipeline can run
+/// again; a token fired while no run is in progress cancels the next one.
+#[derive(Clone)]
+pub struct CancelToken {
+    target: Arc<dyn CancelTarget>,
+}
+
+impl CancelToken {
+    pub(crate) fn new(target: Arc<dyn CancelTarget>) -> Self {
+        CancelToken { target }
+    }
+}
+
+impl fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CancelToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
+
+impl CancelToken {
+    /// Cancel the current run: skip what has not started yet.
+    pub fn cancel(&self) {
+        self.target.cancel();
+    }
+
+    /// Whether the token has fired (and the run not yet returned).
+    pub fn is_cancelled(&self) -> bool {
+        self.target.is_cancelled()
+    }
+}
+
+/// A reusable DAG of work; nodes may borrow anything that outlives `'a`.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// let done = AtomicUsize::new(0);
+/// let mut g = sixfold::Graph::new();
+/// let load = g.add_named("load", || { done.fetch_add(1, Ordering::Relaxed); });
+/// let parse = g.add_named("parse", || { done.fetch_add(1, Ordering::Relaxed); });
+/// let check = g.add_named("check", || { done.fetch_add(1, Ordering::Relaxed); });
+/// g.precede(load, parse).unwrap();
+/// g.precede(load, check).unwrap();
+/// // A cycle is refused, with the nodes on it.
+/// let err = g.precede(parse, load).unwrap_err();
+/// assert_eq!(err.to_string(), "this edge would close the cycle load -> parse -> load");
+/// pool.run_graph(&mut g).unwrap();
+/// pool.run_graph_n(&mut g, 10).unwrap(); // built once, run again and again
+/// assert_eq!(done.load(Ordering::Relaxed), 33);
+/// println!("{}", g.to_dot());
+/// ```
+pub struct Graph<'a> {
+    pub(super) id: u64,
+    pub(super) nodes: Vec<Node<'a>>,
+    pub(super) meta: Vec<NodeMeta>,
+    pub(super) edges: Vec<Edge>,
+    /// Nodes without predecessors: a bit per node, kept as edges are
+    /// added, and the list made from it before a run. The number of nodes
+    /// without successors.
+    pub(super) root_bits: Vec<u64>,
+    pub(super) roots: Vec<u32>,
+    pub(super) sinks: usize,
+    /// Nodes with more than two successors: their lists go to
+    /// `successor_pool` before the next run.
+    pub(super) long_lists: Vec<u32>,
+    pub(super) shape_dirty: bool,
+    /// The largest affinity of any node, checked against the pool per run
+    /// (recomputed when an affinity changed).
+    pub(super) max_affinity: Option<(u32, u32)>,
+    pub(super) affinity_dirty: bool,
+    /// Names, for the nodes that have one.
+    pub(super) names: HashMap<u32, String>,
+    /// The bodies that need dropping (boxed, or with drop glue).
+    pub(super) drops: Vec<(u32, DropFn)>,
+    /// In an `Arc`, not a `Box`: nodes keep raw pointers to it, which a
+    /// moved `Box` (a unique pointer) would invalidate.
+    pub(super) shared: Arc<RunShared>,
+    /// The successor lists longer than two, end to end (`SuccessorList`).
+    pub(super) successor_pool: Vec<u32>,
+    /// Each node's name for trace records (`refresh_shape`), or nothing
+    /// if no node has a name.
+    pub(super) trace_names: Vec<Option<Arc<str>>>,
+    /// A topological order of the nodes, kept as edges are added, which
+    /// makes the cycle check of an edge that agrees with it O(1).
+    pub(super) order: order::TopoOrder,
+}
+
+static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Drop for Graph<'_> {
+    fn drop(&mut self) {
+        for &(i, drop_body) in &self.drops {
+            // SAFETY: each body that needs it is dropped once, here, with
+            // the function made for it; no run is in progress (we hold the
+            // graph). The others need nothing done.
+            unsafe { drop_body(self.nodes[i as usize].body.as_ptr()) };
+        }
+    }
+}
+
+impl Default for Graph<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Graph<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Graph")
+            .field("id", &self.id)
+            .field("nodes", &self.nodes.len())
+            .field("edges", &self.edges.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Graph<'a> {
+    /// An empty graph.
+    pub fn new() -> Self {
+        Graph {
+            id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
+            nodes: Vec::new(),
+            meta: Vec::new(),
+            edges: Vec::new(),
+            root_bits: Vec::new(),
+            roots: Vec::new(),
+            sinks: 0,
+            long_lists: Vec::new(),
+            shape_dirty: false,
+            max_affinity: None,
+            affinity_dirty: false,
+            names: HashMap::new(),
+            drops: Vec::new(),
+            shared: Arc::new(RunShared::new()),
+            successor_pool: Vec::new(),
+            trace_names: Vec::new(),
+            order: order::TopoOrder::default(),
+        }
+    }
+
+    /// An empty graph with room for `nodes` nodes and `edges` edges before
+    /// it allocates again (as `Vec::with_capacity`: building a graph of a
+    /// known size then copies nothing as it grows).
+    pub fn with_capacity(nodes: usize, edges: usize) -> Self {
+        let mut g = Self::new();
+        g.nodes.reserve_exact(nodes);
+        g.meta.reserve_exact(nodes);
+        g.root_bits.reserve_exact(nodes.div_ceil(64));
+        g.edges.reserve_exact(edges);
+        g
+    }
+
+    /// Add a node that runs `f` once per run of the graph.
+    pub fn add<F>(&mut self, mut f: F) -> NodeId
+    where
+        F: FnMut() + Send + 'a,
+    {
+        self.add_subflow(move |_| f())
+    }
+
+    /// Add a node with a name, shown in error messages and `to_dot`.
+    pub fn add_named<F>(&mut self, name: impl Into<String>, f: F) -> NodeId
+    where
+        F: FnMut() + Send + 'a,
+    {
+        let id = self.add(f);
+        self.names.insert(id.index, name.into());
+        id
+    }
+
+    /// Add a node whose body gets a [`Subflow`]: it may spawn child tasks
+    /// (and they theirs), and the node counts as done, for its successors,
+    /// only when all of them finished (Taskflow's subflow join). It may
+    /// also use [`join`](crate::join) and [`scope`](crate::scope).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let parts = AtomicUsize::new(0);
+    /// let seen = AtomicUsize::new(0);
+    /// let mut g = sixfold::Graph::new();
+    /// let split = g.add_subflow(|sf| {
+    ///     for _ in 0..8 {
+    ///         sf.spawn(|_| { parts.fetch_add(1, Ordering::Relaxed); });
+    ///     }
+    /// });
+    /// let merge = g.add(|| seen.store(parts.load(Ordering::Relaxed), Ordering::Relaxed));
+    /// g.precede(split, merge).unwrap();
+    /// pool.run_graph(&mut g).unwrap();
+    /// assert_eq!(seen.load(Ordering::Relaxed), 8);
+    /// ```
+    pub fn add_subflow<F>(&mut self, f: F) -> NodeId
+    where
+        F: FnMut(&mut Subflow<'_, 'a>) + Send + 'a,
+    {
+        let index = u32::try_from(self.nodes.len())
+            .ok()
+            .filter(|&i| i < u32::MAX)
+            .expect("a graph holds fewer than 2^32 - 1 nodes");
+        let (body, call, drop_body) = BodySlot::new(f);
+        if let Some(drop_body) = drop_body {
+            self.drops.push((index, drop_body));
+        }
+        self.nodes.push(Node {
+            pending: AtomicU32::new(0),
+            in_degree: 0,
+            children: AtomicU32::new(0),
+            affinity: NO_AFFINITY,
+            dispatch: Dispatch::Spawn,
+            last_worker: AtomicU16::new(NO_WORKER),
+            successors: SuccessorList::default(),
+            shared: NonNull::from(&*self.shared),
+            call,
+            body,
+        });
+        self.meta.push(NodeMeta {
+            first_succ: NO_EDGE,
+            first_pred: NO_EDGE,
+        });
+        if index % 64 == 0 {
+            self.root_bits.push(0);
+        }
+        self.root_bits[index as usize / 64] |= 1 << (index % 64);
+        self.sinks += 1;
+        self.order.push();
+        self.shape_dirty = true;
+        NodeId {
+            graph: self.id,
+            index,
+        }
+    }
+
+    /// Name a node (shown in error messages and `to_dot`).
+    pub fn set_name(&mut self, node: NodeId, name: impl Into<String>) -> Result<(), GraphError> {
+        let i = self.check(node)?;
+        self.names.insert(i as u32, name.into());
+        self.shape_dirty = true;
+        Ok(())
+    }
+
+    /// Where `node` goes when it becomes ready and its worker does not run
+    /// it at once: [`Dispatch::Spawn`] (the default) or
+    /// [`Dispatch::Enqueue`] (the shared queue: fair, for work that must
+    /// not wait behind a long local backlog).
+    pub fn set_dispatch(&mut self, node: NodeId, dispatch: Dispatch) -> Result<(), GraphError> {
+        let i = self.check(node)?;
+        self.nodes[i].dispatch = dispatch;
+        Ok(())
+    }
+
+    /// Prefer worker `worker` for `node` (`None`: anywhere). Like any task
+    /// with affinity it goes to that worker's mailbox (rule 4) and, as a
+    /// proxy, where other workers can reach it: it runs on its worker when
+    /// that worker is free or working through its mailbox, and elsewhere
+    /// only if the worker stays stuck on other work (see `Pool::
+    /// spawn_with_affinity`). An index the pool does not have is reported
+    /// by `run_graph` as [`GraphError::AffinityOutOfRange`].
+    pub fn set_affinity(&mut self, node: NodeId, worker: Option<usize>) -> Result<(), GraphError> {
+        let i = self.check(node)?;
+        self.nodes[i].affinity = match worker {
+            // Beyond u32 is out of range for every pool; keep it visible.
+            Some(w) => u32::try_from(w).unwrap_or(u32::MAX - 1).min(u32::MAX - 1),
+            None => NO_AFFINITY,
+        };
+        self.affinity_dirty = true;
+        self.shape_dirty = true;
+        Ok(())
+    }
+
+    /// Affinity replay (oneTBB's `affinity_partitioner` idea, which its flow
+    /// graph lacks): with `true`, each node without an affinity of its own
+    /// prefers, on the next run, the worker that ran it last time, so data
+    /// a node left in that core's cache is still there. The preference
+    /// works like [`set_affinity`](Self::set_affinity): a busy worker's
+    /// nodes are taken by others.
+    pub fn set_affinity_replay(&mut self, replay: bool) {
+        self.shared.set_replay(replay);
+    }
+
+    /// Make `to` wait for `from`: it starts only after `from` (and all its
+    /// other predecessors) completed. A duplicate edge is ignored. Refused:
+    /// an edge that would close a cycle ([`GraphError::Cycle`], naming the
+    /// nodes on it), an edge from a node to itself, a node of another graph.
+    pub fn precede(&mut self, from: NodeId, to: NodeId) -> Result<(), GraphError> {
+        let (a, b) = (self.check(from)?, self.check(to)?);
+        if a == b {
+            return Err(GraphError::SelfEdge {
+                node: from,
+                name: self.label(a),
+            });
+        }
+        // Duplicate? Scan the shorter of the two lists.
+        let duplicate = if self.nodes[a].successors.len <= self.nodes[b].in_degree {
+            self.successors_of(a).any(|s| s == b as u32)
+        } else {
+            self.predecessors_of(b).any(|p| p == a as u32)
+        };
+        if duplicate {
+            return Ok(());
+        }
+        if let Err(path) = self
+            .order
+            .add_edge(a as u32, b as u32, &self.meta, &self.edges)
+        {
+            let cycle: Vec<NodeId> = path
+                .iter()
+                .map(|&i| NodeId {
+                    graph: self.id,
+                    index: i,
+                })
+                .collect();
+            let mut names: Vec<String> = path.iter().map(|&i| self.label(i as usize)).collect();
+            names.push(self.label(b));
+            return Err(GraphError::Cycle {
+                cycle,
+                names: names.join(" -> "),
+            });
+        }
+        let edge = u32::try_from(self.edges.len())
+            .ok()
+            .filter(|&e| e != NO_EDGE)
+            .expect("a graph holds fewer than 2^32 - 1 edges");
+        self.edges.push(Edge {
+            from: a as u32,
+            to: b as u32,
+            next_succ: self.meta[a].first_succ,
+            next_pred: self.meta[b].first_pred,
+        });
+        self.meta[a].first_succ = edge;
+        self.meta[b].first_pred = edge;
+        // The run's successor list, in the order edges were added: inline
+        // up to two, else made from the edge list before the next run.
+        let list = &mut self.nodes[a].successors;
+        list.len += 1;
+        match list.len {
+            1 => {
+                self.sinks -= 1;
+                list.inline[0] = b as u32;
+            }
+            2 => list.inline[1] = b as u32,
+            3 => self.long_lists.push(a as u32),
+            _ => {}
+        }
+        let node = &mut self.nodes[b];
+        node.in_degree += 1;
+        *node.pending.get_mut() += 1;
+        self.root_bits[b / 64] &= !(1 << (b % 64));
+        self.shape_dirty = true;
+        Ok(())
+    }
+
+    /// Make `node` wait for `predecessor`: `precede(predecessor, node)`.
+    pub fn succeed(&mut self, node: NodeId, predecessor: NodeId) -> Result<(), GraphError> {
+        self.precede(predecessor, node)
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the graph has no nodes (it then runs and returns at once).
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Number of (distinct) edges.
+    pub fn num_edges(&self) -> usize {
+        self.edges.len()
+    }
+
+    /// A token that cancels this graph's runs (see [`CancelToken`]).
+    pub fn cancel_token(&self) -> CancelToken {
+        CancelToken::new(self.shared.clone())
+    }
+
+    /// `node`'s index, if it belongs to this graph.
+    fn check(&self, node: NodeId) -> Result<usize, GraphError> {
+        if node.graph != self.id || node.index() >= self.nodes.len() {
+            return Err(GraphError::ForeignNode { node });
+        }
+        Ok(node.index())
+    }
+
+    /// A node's name, or `#index` if it has none.
+    pub(super) fn label(&self, index: usize) -> String {
+        match self.names.get(&(index as u32)) {
+            Some(name) => name.clone(),
+            None => format!("#{index}"),
+        }
+    }
+
+    /// Node `i`'s successors, newest edge first.
+    pub(super) fn successors_of(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
+        edge_list(&self.edges, self.meta[i].first_succ, |e| e.next_succ).map(|e| e.to)
+    }
+
+    /// Node `i`'s predecessors, newest edge first.
+    fn predecessors_of(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
+        edge_list(&self.edges, self.meta[i].first_pred, |e| e.next_pred).map(|e| e.from)
+    }
+
+    /// Recompute roots, the sink count, the largest affinity and the run's
+    /// successor lists after the graph changed (once per change, not per
+    /// run).
+    pub(super) fn refresh_shape(&mut self) {
+        if !self.shape_dirty {
+            return;
+        }
+        self.roots.clear();
+        for (w, &bits) in self.root_bits.iter().enumerate() {
+            let mut bits = bits;
+            while bits != 0 {
+                self.roots.push((w * 64) as u32 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
+        self.successor_pool.clear();
+        for &a in &self.long_lists {
+            let first = self.meta[a as usize].first_succ;
+            let offset = self.successor_pool.len();
+            self.successor_pool
+                .extend(edge_list(&self.edges, first, |e| e.next_succ).map(|e| e.to));
+            // Oldest edge first, as they were added.
+            self.successor_pool[offset..].reverse();
+            self.nodes[a as usize].successors.inline = [offset as u32, 0];
+        }
+        self.trace_names.clear();
+        if !self.names.is_empty() {
+            self.trace_names.resize(self.nodes.len(), None);
+            for (&i, name) in &self.names {
+                self.trace_names[i as usize] = Some(Arc::from(name.as_str()));
+            }
+        }
+        if self.affinity_dirty {
+            self.max_affinity = self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.affinity != NO_AFFINITY)
+                .map(|(i, n)| (n.affinity, i as u32))
+                .max();
+            self.affinity_dirty = false;
+        }
+        self.shape_dirty = false;
+    }
+}

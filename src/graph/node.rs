@@ -1,0 +1,312 @@
+//! A graph's storage as a run sees it: the nodes (one cache line each,
+//! with their body inline when it is small), the builder's edge lists, the
+//! run state every node points at (`RunShared`), and the `Subflow` a body
+//! gets.
+//!
+//! Bodies: a node's body is stored inside the node when it is small.
+//!
+//! A million-node graph walked at ten nanoseconds a node is bound by memory
+//! traffic: a boxed closure per node is one more heap block, on its own
+//! cache line, read on every run. Most bodies capture a reference or two,
+//! so a body of at most two words (and at most word alignment) lives in the
+//! node itself; a bigger one is boxed and its pointer lives there.
+//!
+//! Invariants: `BodySlot` holds exactly the value its `CallFn`/`DropFn`
+//! were made for; it is dropped exactly once, by the graph, through its
+//! `DropFn`; calls never overlap (a node runs once per run, runs do not
+//! overlap).
+
+use crate::platform::latch::{CountLatch, LockLatch};
+use crate::queues::dispatch::Dispatch;
+use crate::queues::region::Region;
+use crate::queues::shared_queue::SharedQueueFlag;
+use crate::worker::thread::WorkerThread;
+use parking_lot::Mutex;
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::mem::{self, MaybeUninit};
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
+
+/// Calls the body in the slot.
+pub(super) type CallFn<'a> = for<'s> unsafe fn(*mut u8, &mut Subflow<'s, 'a>);
+/// Drops the body in the slot.
+pub(super) type DropFn = unsafe fn(*mut u8);
+
+/// Two words of storage for a body or for a pointer to a boxed one.
+pub(super) struct BodySlot {
+    pub(super) data: UnsafeCell<MaybeUninit<[usize; 2]>>,
+}
+
+/// Whether `F` fits in a slot.
+pub(super) const fn fits<F>() -> bool {
+    mem::size_of::<F>() <= mem::size_of::<[usize; 2]>()
+        && mem::align_of::<F>() <= mem::align_of::<[usize; 2]>()
+}
+
+impl BodySlot {
+    /// Store `f`, returning the slot, the function that calls what it
+    /// holds and, if dropping it does anything, the function that drops
+    /// it.
+    pub(super) fn new<'a, F>(f: F) -> (BodySlot, CallFn<'a>, Option<DropFn>)
+    where
+        F: FnMut(&mut Subflow<'_, 'a>) + Send + 'a,
+    {
+        let slot = BodySlot {
+            data: UnsafeCell::new(MaybeUninit::uninit()),
+        };
+        let at = slot.data.get().cast::<u8>();
+        if fits::<F>() {
+            // SAFETY: the slot is large and aligned enough for `F` (checked
+            // by `fits`) and uninitialized.
+            unsafe { at.cast::<F>().write(f) };
+            let drop_fn = mem::needs_drop::<F>().then_some(drop_inline::<F> as DropFn);
+            (slot, call_inline::<F>, drop_fn)
+        } else {
+            let boxed: *mut F = Box::into_raw(Box::new(f));
+            // SAFETY: a pointer fits in the slot.
+            unsafe { at.cast::<*mut F>().write(boxed) };
+            (slot, call_boxed::<F>, Some(drop_boxed::<F> as DropFn))
+        }
+    }
+
+    /// Where the body's bytes start, for `CallFn` and `DropFn`.
+    pub(super) fn as_ptr(&self) -> *mut u8 {
+        self.data.get().cast()
+    }
+}
+
+pub(super) unsafe fn call_inline<'a, F>(at: *mut u8, subflow: &mut Subflow<'_, 'a>)
+where
+    F: FnMut(&mut Subflow<'_, 'a>),
+{
+    // SAFETY: the slot holds an `F` (made by `BodySlot::new` with this
+    // function), and the caller has exclusive access to it.
+    unsafe { (*at.cast::<F>())(subflow) }
+}
+
+pub(super) unsafe fn drop_inline<F>(at: *mut u8) {
+    // SAFETY: the slot holds an `F`, dropped once.
+    unsafe { at.cast::<F>().drop_in_place() }
+}
+
+pub(super) unsafe fn call_boxed<'a, F>(at: *mut u8, subflow: &mut Subflow<'_, 'a>)
+where
+    F: FnMut(&mut Subflow<'_, 'a>),
+{
+    // SAFETY: the slot holds a pointer from `Box::into_raw` of an `F`, and
+    // the caller has exclusive access to it.
+    unsafe { (**at.cast::<*mut F>())(subflow) }
+}
+
+pub(super) unsafe fn drop_boxed<F>(at: *mut u8) {
+    // SAFETY: the slot holds a pointer from `Box::into_raw`, freed once.
+    unsafe { drop(Box::from_raw(*at.cast::<*mut F>())) }
+}
+
+/// Marks a node without affinity.
+pub(super) const NO_AFFINITY: u32 = u32::MAX;
+
+/// What a [`CancelToken`] fires.
+pub(crate) trait CancelTarget: Send + Sync {
+    fn cancel(&self);
+    fn is_cancelled(&self) -> bool;
+}
+
+/// What the scheduler touches while a graph runs: one per node, one cache
+/// line each, in the graph's storage. (Names, predecessors and the
+/// builder's successor lists live apart, in `NodeMeta`: a run never reads
+/// them.)
+#[repr(align(64))]
+pub(crate) struct Node<'a> {
+    /// Predecessors not yet completed in this run; equal to `in_degree`
+    /// between runs.
+    pub(super) pending: AtomicU32,
+    pub(super) in_degree: u32,
+    /// The body plus the children it spawned that have not finished; only
+    /// used once the body spawns.
+    pub(super) children: AtomicU32,
+    /// `NO_AFFINITY` or a worker index.
+    pub(super) affinity: u32,
+    pub(super) dispatch: Dispatch,
+    /// The worker that ran the node last (`NO_WORKER`: none yet), for
+    /// affinity replay.
+    pub(super) last_worker: AtomicU16,
+    pub(super) successors: SuccessorList,
+    /// The graph's run state (in an `Arc`, so stable while nodes move).
+    pub(super) shared: NonNull<RunShared>,
+    pub(super) call: CallFn<'a>,
+    pub(super) body: BodySlot,
+}
+
+/// A node's successors for the run: up to two inline (chains, trees and
+/// grids need no more), else a range of the graph's successor pool.
+#[derive(Clone, Copy, Default)]
+pub(super) struct SuccessorList {
+    pub(super) len: u32,
+    /// The successors if `len <= 2`, else `[offset into the pool, _]`.
+    pub(super) inline: [u32; 2],
+}
+
+// One cache line per node: a run streams through them.
+const _: () = assert!(std::mem::size_of::<Node<'static>>() == 64);
+
+/// Marks a node no worker ran yet.
+pub(super) const NO_WORKER: u16 = u16::MAX;
+
+// SAFETY: the body is `Send` (required by every `add`); `shared` points at
+// the graph's own run state. A node is touched by other threads only during
+// `run_graph`, which holds the graph exclusively.
+unsafe impl Send for Node<'_> {}
+
+/// What only the builder needs (names and drop functions live apart,
+/// for the few nodes that have them).
+pub(super) struct NodeMeta {
+    /// The node's successor and predecessor lists in `Graph::edges`,
+    /// newest edge first (`NO_EDGE`: empty). Its number of successors is
+    /// the run's `SuccessorList::len`.
+    pub(super) first_succ: u32,
+    pub(super) first_pred: u32,
+}
+
+/// Ends an edge list.
+pub(super) const NO_EDGE: u32 = u32::MAX;
+
+/// An edge, threaded into its source's successor list and its target's
+/// predecessor list.
+pub(super) struct Edge {
+    pub(super) from: u32,
+    pub(super) to: u32,
+    pub(super) next_succ: u32,
+    pub(super) next_pred: u32,
+}
+
+/// The edges of one list in `edges`, from `first`, following `next`.
+pub(super) fn edge_list<'e>(
+    edges: &'e [Edge],
+    first: u32,
+    next: impl Fn(&Edge) -> u32 + 'e,
+) -> impl Iterator<Item = &'e Edge> + 'e {
+    let mut at = first;
+    std::iter::from_fn(move || {
+        let edge = edges.get(at as usize)?;
+        at = next(edge);
+        Some(edge)
+    })
+}
+
+pub(crate) struct RunShared {
+    /// Set by the cancel token or the first panic: nodes that start skip
+    /// their bodies.
+    /// Inline, not behind its own `Arc`: every node reads it.
+    pub(super) cancel: AtomicBool,
+    pub(super) panic: Mutex<Option<Box<dyn Any + Send>>>,
+    /// The run's latch (on the caller's stack) and the first node; written
+    /// before the roots are routed, so every node sees them.
+    pub(super) latch: AtomicPtr<CountLatch>,
+    pub(super) nodes: AtomicPtr<Node<'static>>,
+    pub(super) successor_pool: AtomicPtr<u32>,
+    /// The nodes' names as trace records want them, one per node.
+    pub(super) names: AtomicPtr<Option<Arc<str>>>,
+    pub(super) names_len: AtomicUsize,
+    /// Whether the run's nodes went to the shared queue (`WaitAccess`).
+    pub(super) used_shared_queue: SharedQueueFlag,
+    /// The latch an outside caller blocks on, reused run after run.
+    pub(super) blocking: Arc<LockLatch>,
+    /// Affinity replay: nodes prefer the worker that ran them last.
+    pub(super) replay: AtomicBool,
+    /// The run's pool has one worker slot: a single thread runs every
+    /// node, so predecessor counts need no read-modify-write.
+    pub(super) exclusive: AtomicBool,
+    /// The isolation region of the run in progress (`Region::to_bits`):
+    /// its caller's, so an isolated caller can run every node.
+    pub(super) region: AtomicU64,
+}
+
+impl RunShared {
+    pub(crate) fn new() -> Self {
+        RunShared {
+            cancel: AtomicBool::new(false),
+            panic: Mutex::new(None),
+            latch: AtomicPtr::new(ptr::null_mut()),
+            nodes: AtomicPtr::new(ptr::null_mut()),
+            successor_pool: AtomicPtr::new(ptr::null_mut()),
+            names: AtomicPtr::new(ptr::null_mut()),
+            names_len: AtomicUsize::new(0),
+            used_shared_queue: SharedQueueFlag::new(),
+            blocking: Arc::new(LockLatch::new()),
+            replay: AtomicBool::new(false),
+            exclusive: AtomicBool::new(false),
+            region: AtomicU64::new(Region::NONE.to_bits()),
+        }
+    }
+
+    #[inline]
+    pub(super) fn region(&self) -> Region {
+        Region::from_bits(self.region.load(Ordering::Relaxed))
+    }
+
+    #[inline]
+    pub(super) fn replay(&self) -> bool {
+        self.replay.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_replay(&self, replay: bool) {
+        self.replay.store(replay, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn record_panic(&self, payload: Box<dyn Any + Send>) {
+        let mut slot = self.panic.lock();
+        if slot.is_none() {
+            *slot = Some(payload);
+        }
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+impl CancelTarget for RunShared {
+    fn cancel(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+    fn is_cancelled(&self) -> bool {
+        RunShared::is_cancelled(self)
+    }
+}
+
+/// What a node's body (or a child it spawned) gets: spawn more work that
+/// the node waits for.
+pub struct Subflow<'s, 'a> {
+    pub(super) node: &'s Node<'a>,
+    pub(super) worker: &'s WorkerThread,
+    /// The node's body (which holds no unit of `children` until it first
+    /// spawns) or one of its children (which holds one).
+    pub(super) is_body: bool,
+    pub(super) spawned: bool,
+}
+
+/// Where to find a node: its graph and its index in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId {
+    pub(super) graph: u64,
+    pub(super) index: u32,
+}
+
+impl NodeId {
+    /// The node's position in its graph: 0 for the first `add`, and so on.
+    pub fn index(self) -> usize {
+        self.index as usize
+    }
+
+    /// The number of the graph that made it (every graph gets its own).
+    pub fn graph_id(self) -> u64 {
+        self.graph
+    }
+}

@@ -1,0 +1,253 @@
+//! A pool's threads from start to end: starting the workers
+//! (`Registry::start`), their main loop, the drainer thread of a
+//! zero-thread pool, the guest slot, running a closure on a worker of a
+//! pool from anywhere (`in_worker`), and waking a latch's owner across
+//! pools. Above `registry.rs` and `thread.rs`: it is where the two meet.
+
+use crate::error::BuildError;
+use crate::platform::latch::{CoreLatch, CountLatch, WakeOwner};
+use crate::platform::sync::{Ordering, fence};
+use crate::platform::unwind;
+use crate::queues::deque::Worker;
+use crate::queues::job::StackJob;
+use crate::queues::region;
+use crate::worker::registry::{self as shared, RegistryConfig};
+use crate::worker::thread::{
+    GUEST_STACK_BUDGET, JobRef, Registry, WorkerGuard, WorkerThread, default_thread_stack_size,
+};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+impl Registry {
+    /// Build the registry for `config` and start its worker threads.
+    pub(crate) fn start(
+        mut config: RegistryConfig,
+    ) -> Result<(Arc<Registry>, Vec<JoinHandle<()>>), BuildError> {
+        let (registry, deques) = shared::Registry::new(&mut config, drainer_main)?;
+        let mut handles = Vec::with_capacity(config.num_threads);
+        for (index, deque) in deques.into_iter().enumerate() {
+            let name = match config.thread_name.as_mut() {
+                // A panicking naming closure must not leave the threads
+                // already started running for the life of the process.
+                Some(name) => match unwind::halt_unwinding(|| name(index)) {
+                    Ok(name) => name,
+                    Err(payload) => {
+                        registry.stop_started(handles);
+                        unwind::resume_unwinding(payload);
+                    }
+                },
+                None => format!("sixfold-{index}"),
+            };
+            let mut builder = std::thread::Builder::new().name(name);
+            if let Some(size) = config.stack_size {
+                builder = builder.stack_size(size);
+            }
+            let registry_for_thread = registry.clone();
+            match builder.spawn(move || main_loop(registry_for_thread, index, deque)) {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    registry.stop_started(handles);
+                    return Err(BuildError::ThreadSpawn(e));
+                }
+            }
+        }
+        Ok((registry, handles))
+    }
+
+    /// A build failed part way: stop the threads already started and join
+    /// them (each runs its exit handler), so nothing outlives the build.
+    fn stop_started(&self, handles: Vec<JoinHandle<()>>) {
+        self.terminate();
+        for handle in handles {
+            let _ = handle.join();
+        }
+    }
+
+    /// Run `f` on a worker of this pool and return its result: at once on
+    /// one of its own workers; else as an entry job, which the caller waits
+    /// for by working on its own pool if it is a worker of another pool
+    /// (so pools that call into each other never deadlock), by blocking
+    /// otherwise. On a pool without threads an outside caller becomes the
+    /// guest worker. A panic in `f` is resumed here.
+    pub(crate) fn in_worker<R, F>(self: &Arc<Self>, f: F) -> R
+    where
+        F: FnOnce(&WorkerThread) -> R + Send,
+        R: Send,
+    {
+        match WorkerThread::current() {
+            Some(worker) if Arc::ptr_eq(worker.registry(), self) => f(worker),
+            Some(foreign) => self.in_worker_cross(foreign, f),
+            None if self.num_threads == 0 => self.with_guest(f),
+            None => self.in_worker_cold(f),
+        }
+    }
+
+    /// `in_worker` from a worker of another pool: it keeps running its own
+    /// pool's work (entries at any depth) until our worker sets its latch,
+    /// which wakes it across the pools.
+    fn in_worker_cross<R, F>(self: &Arc<Self>, foreign: &WorkerThread, f: F) -> R
+    where
+        F: FnOnce(&WorkerThread) -> R + Send,
+        R: Send,
+    {
+        let latch = CountLatch::for_worker(foreign.registry().wake_owner(foreign.index()));
+        let job = StackJob::new(
+            || f(WorkerThread::current().expect("run by a worker")),
+            latch,
+        );
+        // SAFETY: `job` stays on this frame until its latch is set: the wait
+        // below returns only then.
+        let job_ref = unsafe { job.as_job_ref(foreign.region()) };
+        self.inject_entry(job_ref);
+        let core = job.latch().as_core().expect("a worker's latch");
+        foreign.wait_until(core, None);
+        job.into_result()
+    }
+
+    /// `in_worker` from a thread outside every pool: block until done.
+    fn in_worker_cold<R, F>(self: &Arc<Self>, f: F) -> R
+    where
+        F: FnOnce(&WorkerThread) -> R + Send,
+        R: Send,
+    {
+        let job = StackJob::new(
+            || f(WorkerThread::current().expect("run by a worker")),
+            CountLatch::for_thread(),
+        );
+        // SAFETY: `job` stays on this frame until its latch is set.
+        let job_ref = unsafe { job.as_job_ref(region::outside_current()) };
+        self.inject_entry(job_ref);
+        job.latch().wait_blocking();
+        job.into_result()
+    }
+
+    /// The `WakeOwner` for a latch that worker `index` of this registry
+    /// will wait on.
+    pub(crate) fn wake_owner(self: &Arc<Self>, index: usize) -> WakeOwner {
+        WakeOwner {
+            registry: Arc::as_ptr(self).cast(),
+            index,
+            set_and_wake: set_and_wake_owner,
+        }
+    }
+
+    /// Run `f` with the calling thread as the guest worker of a zero-thread
+    /// pool (waiting for the slot if another thread holds it).
+    pub(crate) fn with_guest<R>(self: &Arc<Self>, f: impl FnOnce(&WorkerThread) -> R) -> R {
+        debug_assert_eq!(self.num_threads, 0);
+        let mut slot = self.guest.lock();
+        let deque = slot.take().expect("guest slot held twice");
+        let worker = WorkerThread::enter(deque, 0, self.clone(), GUEST_STACK_BUDGET);
+        // Put the deque back even if `f` panics.
+        struct Restore<'a> {
+            worker: Option<WorkerGuard>,
+            slot: &'a mut Option<Worker<JobRef>>,
+        }
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                if let Some(worker) = self.worker.take() {
+                    *self.slot = Some(worker.leave());
+                }
+            }
+        }
+        let result = {
+            let restore = Restore {
+                worker: Some(worker),
+                slot: &mut slot,
+            };
+            f(restore.worker.as_deref().expect("guest worker present"))
+        };
+        drop(slot);
+        // Work the caller left behind (spawned or enqueued while it was the
+        // guest) must not wait for the next caller: hand it to a drainer.
+        if self.guest_has_work() {
+            self.start_drainer_if_needed();
+        }
+        result
+    }
+}
+
+/// `WakeOwner::set_and_wake` for registries: set the latch and wake its
+/// owner, keeping the registry alive across the wake.
+///
+/// # Safety
+/// `registry` points at a live registry (the waiting worker holds it).
+unsafe fn set_and_wake_owner(registry: *const (), index: usize, latch: *const CoreLatch) {
+    let registry = registry.cast::<Registry>();
+    // The woken owner may return at once and drop the last handle to its
+    // pool. If we are not a worker of that pool (the pool's drop joins its
+    // own workers, so they are safe), hold a reference across the wake.
+    // SAFETY: live until the latch is set, per the caller's contract.
+    let is_own_worker = WorkerThread::current_in(unsafe { &*registry }).is_some();
+    let keep_alive = if is_own_worker {
+        None
+    } else {
+        // SAFETY: `registry` came from `Arc::as_ptr` and is still alive.
+        unsafe {
+            Arc::increment_strong_count(registry);
+            Some(Arc::from_raw(registry))
+        }
+    };
+    // SAFETY: the latch is live until set; not touched afterwards.
+    if unsafe { CoreLatch::set(latch) } {
+        // SAFETY: still alive: our own worker thread or `keep_alive`.
+        unsafe { (*registry).sleep.notify_worker_latch_is_set(index) };
+    }
+    drop(keep_alive);
+}
+
+/// A worker thread's life: start handler, the six rules until terminated,
+/// exit handler.
+fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
+    // Task panics are caught per task; a panic out here is a scheduler bug,
+    // and a silently dead worker would hang its pool. Fail loudly instead.
+    let abort_guard = unwind::AbortIfPanic;
+    if let Some(core) = registry.pinned_core(index) {
+        let id = core_affinity::CoreId {
+            id: core.os_index as usize,
+        };
+        if !core_affinity::set_for_current(id) {
+            eprintln!(
+                "sixfold: could not pin worker {index} to CPU {}",
+                core.os_index
+            );
+        }
+    }
+    let stack_budget = registry
+        .stack_size
+        .unwrap_or_else(default_thread_stack_size);
+    let worker = WorkerThread::enter(deque, index, registry.clone(), stack_budget);
+    if let Some(handler) = &registry.start_handler
+        && let Err(payload) = unwind::halt_unwinding(|| handler(index))
+    {
+        eprintln!(
+            "sixfold: start handler of worker {index} panicked: {}",
+            unwind::payload_message(&*payload)
+        );
+    }
+    worker.wait_until(registry.terminate_latch(index), None);
+    worker.release_leftovers();
+    if let Some(handler) = &registry.exit_handler
+        && let Err(payload) = unwind::halt_unwinding(|| handler(index))
+    {
+        eprintln!(
+            "sixfold: exit handler of worker {index} panicked: {}",
+            unwind::payload_message(&*payload)
+        );
+    }
+    drop(worker.leave());
+    std::mem::forget(abort_guard);
+}
+
+/// The temporary worker of a zero-thread pool: drain, then exit, unless new
+/// work arrived while it was deciding to.
+fn drainer_main(registry: Arc<Registry>) {
+    loop {
+        registry.with_guest(|worker| worker.drain());
+        registry.drainer_active.store(false, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if !registry.guest_has_work() || registry.drainer_active.swap(true, Ordering::SeqCst) {
+            return;
+        }
+    }
+}
