@@ -1,6 +1,8 @@
 //! Affinity through mailbox proxies: a task with affinity for worker k runs
 //! on k when k is free, elsewhere when k is held busy, and never twice.
 
+mod common;
+
 use sixfold::{Graph, Pool, current_worker};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -16,7 +18,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn pool(threads: usize) -> Arc<Pool> {
-    Arc::new(Pool::builder().num_threads(threads).build().unwrap())
+    Arc::new(common::pool(threads))
 }
 
 /// 10,000 tasks for worker 1 on two free workers: at least 95% run there,

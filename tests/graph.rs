@@ -19,19 +19,17 @@
 //! a worker (nested waits, including for enqueued nodes), which of the six
 //! rules carry graph nodes, and the DOT export.
 
+mod common;
+
+use common::pool;
 use sixfold::{
-    CancelToken, Dispatch, Graph, GraphError, NodeId, Pool, Rule, Subflow, current_worker, join,
-    scope,
+    CancelToken, Dispatch, Graph, GraphError, NodeId, Rule, Subflow, current_worker, join, scope,
 };
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn pool(threads: usize) -> Pool {
-    Pool::builder().num_threads(threads).build().unwrap()
-}
 
 /// splitmix64: a tiny seeded generator, so every failure is reproducible
 /// from the seed in its message.

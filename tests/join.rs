@@ -2,6 +2,9 @@
 //! after both halves finished (the first closure's panic wins), stolen
 //! halves are waited for, and a join allocates nothing.
 
+mod common;
+
+use common::pool;
 use sixfold::{Pool, join};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -44,10 +47,6 @@ fn fib(n: u64) -> u64 {
     }
     let (a, b) = join(|| fib(n - 1), || fib(n - 2));
     a + b
-}
-
-fn pool(threads: usize) -> Pool {
-    Pool::builder().num_threads(threads).build().unwrap()
 }
 
 #[test]

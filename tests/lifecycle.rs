@@ -9,14 +9,16 @@
 //! each can fail. Waits on the tests' own flags poll with a deadline; a
 //! scheduler that loses a task can still hang `run`, `wait_idle` or a drop.
 
+mod common;
+
+use common::{panic_message, poll_until, pool};
 use sixfold::{AffinityError, Pool, TaskError, TaskRef, current_worker};
-use std::any::Any;
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Marks the panics these tests cause on purpose; the panic hook keeps
 /// quiet about them (and only them).
@@ -33,7 +35,7 @@ fn quiet_intentional_panics() {
         let default = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             let expected = EXPECTING_PANIC.with(Cell::get);
-            if !expected && !message(info.payload()).contains(INTENTIONAL) {
+            if !expected && !panic_message(info.payload()).contains(INTENTIONAL) {
                 default(info);
             }
         }));
@@ -48,34 +50,7 @@ fn expect_panic<R>(f: impl FnOnce() -> R) -> String {
     EXPECTING_PANIC.with(|e| e.set(false));
     match result {
         Ok(_) => panic!("expected a panic"),
-        Err(payload) => message(&*payload),
-    }
-}
-
-/// The message of a panic payload.
-fn message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&'static str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "<non-string payload>".to_owned()
-    }
-}
-
-fn pool(threads: usize) -> Pool {
-    Pool::builder().num_threads(threads).build().expect("pool")
-}
-
-/// Spin (yielding) until `done`, failing the test after `timeout`.
-fn poll_until(what: &str, timeout: Duration, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        thread::yield_now();
+        Err(payload) => panic_message(&*payload),
     }
 }
 
@@ -205,7 +180,7 @@ fn panicking_static_task_does_not_kill_the_pool() {
     let sink = messages.clone();
     let pool = Pool::builder()
         .num_threads(2)
-        .panic_handler(move |payload| sink.lock().unwrap().push(message(&*payload)))
+        .panic_handler(move |payload| sink.lock().unwrap().push(panic_message(&*payload)))
         .build()
         .unwrap();
     pool.spawn(|| panic!("{INTENTIONAL} handled {}", 42));
@@ -346,7 +321,7 @@ fn panic_in_run_is_resumed_and_cancels_unstarted_tasks() {
         let result = catch_unwind(AssertUnwindSafe(|| {
             inner_pool.run(TaskRef::from_fn(|_| panic!("{INTENTIONAL} nested run")));
         }));
-        *caught2.lock().unwrap() = result.err().map(|p| message(&*p));
+        *caught2.lock().unwrap() = result.err().map(|p| panic_message(&*p));
         outer.fetch_add(1, Ordering::Relaxed);
     }));
     assert_eq!(outer_ran.load(Ordering::Relaxed), 1);

@@ -7,13 +7,12 @@
 //! the source gate's holder word, and the one-worker loop (`run_alone`).
 //! They run as ordinary tests too.
 
+mod common;
+
+use common::pool;
 use sixfold::{Pipeline, PipelineError, Pool};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
-
-fn pool(threads: usize) -> Pool {
-    Pool::builder().num_threads(threads).build().unwrap()
-}
 
 /// Source -> parallel map to a `String` -> filter -> out-of-order ->
 /// in-order sink: every kind of stage, with items that own heap memory.

@@ -3,22 +3,13 @@
 //! and only a worker's outermost loop takes enqueued tasks (rule 5), except
 //! for a wait whose own work went to the shared queue.
 
+mod common;
+
+use common::wait_for;
 use sixfold::{Pool, TaskRef, join, scope};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
-
-/// Spin (yielding) until `cond` holds or `limit` passed.
-fn wait_for(limit: Duration, cond: impl Fn() -> bool) -> bool {
-    let start = Instant::now();
-    while !cond() {
-        if start.elapsed() > limit {
-            return false;
-        }
-        std::thread::yield_now();
-    }
-    true
-}
+use std::time::Duration;
 
 thread_local! {
     /// How many of the overflow test's tasks are on this thread's stack.

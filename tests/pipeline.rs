@@ -4,17 +4,13 @@
 
 mod common;
 
-use common::within;
+use common::{pool, within};
 use sixfold::{Graph, Pipeline, PipelineError, Pool, Rule, TaskRef};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-fn pool(threads: usize) -> Pool {
-    Pool::builder().num_threads(threads).build().unwrap()
-}
 
 /// A little work whose amount depends on `seed`: 0 to ~2 us.
 fn busy(seed: u64) -> u64 {

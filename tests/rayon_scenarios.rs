@@ -34,7 +34,7 @@
 
 mod common;
 
-use common::within;
+use common::{panic_message, pool, within};
 use sixfold::{
     BuildError, Pool, Scope, ScopeFifo, current_num_threads, current_worker, join, scope,
     scope_fifo, spawn, spawn_fifo,
@@ -70,22 +70,11 @@ fn quiet_intentional_panics() {
     HOOK.call_once(|| {
         let default = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if !is_intentional(message(info.payload())) {
+            if !is_intentional(&panic_message(info.payload())) {
                 default(info);
             }
         }));
     });
-}
-
-/// The message of a panic payload.
-fn message(payload: &(dyn Any + Send)) -> &str {
-    if let Some(s) = payload.downcast_ref::<&'static str>() {
-        s
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s
-    } else {
-        "<non-string payload>"
-    }
 }
 
 /// Run `f`, which must panic, and return the panic's message.
@@ -93,15 +82,8 @@ fn expect_panic<R>(f: impl FnOnce() -> R) -> String {
     quiet_intentional_panics();
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(_) => panic!("expected a panic, but the call returned"),
-        Err(payload) => message(&*payload).to_owned(),
+        Err(payload) => panic_message(&*payload),
     }
-}
-
-fn pool(threads: usize) -> Pool {
-    Pool::builder()
-        .num_threads(threads)
-        .build()
-        .expect("build a pool")
 }
 
 /// A small deterministic PRNG (xorshift64*), instead of rayon's `rand`.
@@ -1144,7 +1126,7 @@ fn panics_of_nested_free_spawns_reach_the_pools_handler() {
     drop(pool);
     for _ in 0..PANICS {
         let payload = rx.recv_timeout(LIMIT).expect("a panic payload");
-        assert_eq!(message(&*payload), "Hello, world!");
+        assert_eq!(panic_message(&*payload), "Hello, world!");
     }
     assert!(rx.try_recv().is_err(), "more panics than spawned");
 }

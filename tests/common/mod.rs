@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+use sixfold::Pool;
+use std::any::Any;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -81,4 +83,23 @@ pub fn quiet_intentional_panics(marker: &'static str) {
             }
         }));
     });
+}
+
+/// A pool of `threads` workers (0: the caller is the guest worker).
+pub fn pool(threads: usize) -> Pool {
+    Pool::builder()
+        .num_threads(threads)
+        .build()
+        .expect("build a pool")
+}
+
+/// The text of a panic payload (`panic!` with a literal or a format).
+pub fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string payload>".to_owned()
+    }
 }
