@@ -1,7 +1,7 @@
 //! loom models of posting work against workers falling asleep.
 //!
 //! Workers run the real idle loop of `sleep/` and take jobs through the
-//! scheduler's deque facade (`src/deque.rs`), which under loom is a
+//! scheduler's deque facade (`src/queues/deque.rs`), which under loom is a
 //! loom-visible stand-in for crossbeam's deque (as tokio does with its own
 //! queue). The poster owns the deque and pushes; the workers steal.
 //! Posting follows the pool's protocol: push, then `new_injected_jobs`. A lost job shows up as a loom deadlock

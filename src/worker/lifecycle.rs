@@ -3,6 +3,24 @@
 //! zero-thread pool, the guest slot, running a closure on a worker of a
 //! pool from anywhere (`in_worker`), and waking a latch's owner across
 //! pools. Above `registry.rs` and `thread.rs`: it is where the two meet.
+//!
+//! A pool built with `num_threads(0)` has one *guest* slot and no threads:
+//! `install`, `run` and `wait_idle` from a thread outside every pool make
+//! the calling thread worker 0 for their duration (from a worker of
+//! another pool they go to the drainer instead, which keeps that worker
+//! free for its own pool). Work injected from outside, or left on the slot
+//! when a guest call returns, starts a *drainer* thread that takes the
+//! slot, runs by the six rules until no rule yields a task, and exits; a
+//! flag plus a SeqCst fence on both sides make sure work pushed while the
+//! drainer decides to exit is not stranded.
+//!
+//! Waits across pools: `in_worker` is the one door into a pool for a
+//! blocking call. From a worker of *another* pool the job's latch is owned
+//! by that worker, which waits by working on its own pool and sleeps on
+//! the latch; setting it wakes the owner across the pools (`WakeOwner`
+//! keeps its registry alive across the wake). Every wait of a pool takes
+//! the shared queue's entry lane, so `a.install(|| b.install(|| a.install(..)))`
+//! on one-worker pools never deadlocks.
 
 use crate::error::BuildError;
 use crate::platform::latch::{CoreLatch, CountLatch, WakeOwner};

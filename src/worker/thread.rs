@@ -215,7 +215,7 @@ pub(crate) struct WorkerThread {
     /// Waits on this thread's stack right now (0 in no wait).
     wait_depth: Cell<u32>,
     /// The isolation region of what this worker runs right now: adopted
-    /// from each job it starts, set by `isolate` (`region.rs`).
+    /// from each job it starts, set by `isolate` (`fork_join/isolate.rs`).
     region: Cell<Region>,
     /// A nested wait whose frame lies below this address (half of the
     /// stack used) does not steal.

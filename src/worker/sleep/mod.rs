@@ -27,6 +27,24 @@
 //! work (a backlog is forming). A mailbox push also wakes the mailbox's
 //! owner directly if it sleeps.
 //!
+//! # Where this differs from rayon-core, and why (measured)
+//!
+//! * a mailbox push wakes the mailbox's owner (targeted), and the final
+//!   pre-sleep check also looks at the worker's own mailbox;
+//! * a worker registers as idle only after a search failed, so busy
+//!   workers never touch the shared counter word (registering around every
+//!   task made both workers fight over it: fib on 2 workers was no faster
+//!   than on 1);
+//! * a searcher that finds work wakes at most one sleeper, and only if
+//!   injected work is still visible (rayon wakes up to two
+//!   unconditionally, which woke the whole pool per sporadic task);
+//! * 10 search rounds before getting sleepy instead of 32.
+//!
+//! Together: 0.03-0.035 of a core for one task a millisecond, where rayon
+//! uses 0.13 in the same runs. Under loom the search rounds do not yield
+//! (a loom yield parks the thread until all others block, which hid
+//! exactly the interleavings that matter).
+//!
 //! # Why no wake-up is lost
 //!
 //! The race to rule out: a sleepy worker S finds nothing; a poster P pushes
