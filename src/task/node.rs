@@ -134,6 +134,7 @@ pub(crate) struct Successors {
 }
 
 impl Successors {
+    #[inline]
     fn push(&mut self, node: NonNull<Header>) {
         if self.first.is_none() {
             self.first = Some(node);
@@ -167,7 +168,6 @@ struct Meta {
 struct VTable {
     execute: unsafe fn(NonNull<Header>, &mut Context<'_>) -> Option<TaskRef>,
     drop_node: unsafe fn(NonNull<Header>),
-    body: unsafe fn(NonNull<Header>) -> *const (),
     type_id: fn() -> TypeId,
 }
 
@@ -199,7 +199,6 @@ impl<T: Task> Node<T> {
     const VTABLE: VTable = VTable {
         execute: Self::execute,
         drop_node: Self::drop_node,
-        body: Self::body,
         type_id: TypeId::of::<T>,
     };
 
@@ -244,11 +243,6 @@ impl<T: Task> Node<T> {
             std::ptr::drop_in_place(node.as_ptr());
             node_alloc::release(node.cast(), Layout::new::<Node<T>>());
         }
-    }
-
-    unsafe fn body(node: NonNull<Header>) -> *const () {
-        // SAFETY: `node` was made by `allocate::<T>`.
-        unsafe { node.cast::<Node<T>>().as_ref().body.get() as *const () }
     }
 }
 
@@ -510,9 +504,19 @@ impl ReadyNode {
     /// [`route`](Self::route) from `worker`.
     #[inline]
     pub(crate) fn route_from(self, worker: &WorkerThread) {
-        self.route(worker.registry(), Some(worker));
+        // SAFETY: a ready node is owned by the holder of the ReadyNode.
+        let meta = unsafe { &*header(self.node).meta.get() };
+        // The common case, decided here without the full placement: a
+        // spawn with no affinity goes to the calling worker's deque (what
+        // `Registry::route` does with it too).
+        if meta.dispatch == Dispatch::Spawn && meta.affinity == NO_AFFINITY {
+            worker.push(self.into_job());
+        } else {
+            self.route(worker.registry(), Some(worker));
+        }
     }
 
+    #[inline]
     pub(crate) fn into_job(self) -> JobRef {
         // SAFETY: a ready node is owned by the holder of the ReadyNode.
         let region = unsafe { (*header(self.node).meta.get()).region };
@@ -607,6 +611,7 @@ unsafe fn free_and_release_unit(node: NonNull<Header>) {
 }
 
 /// The `JobRef` entry point for task nodes.
+#[inline(never)]
 unsafe fn execute_job(node: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
     // SAFETY: forwarded: the node is ready and ours, executed once.
     unsafe { execute_node(node.cast(), worker) }
@@ -615,98 +620,111 @@ unsafe fn execute_job(node: NonNull<()>, worker: &WorkerThread) -> Option<Next> 
 /// Run a ready node, complete it, and hand back the next task by rule 1 or
 /// rule 2 (the rest of what it made ready is routed to queues).
 ///
+/// The path of a node that runs, returns nothing and has one successor is
+/// kept short (a continuation-passing fork starts three nodes); returned
+/// tasks, failures and long successor lists go through cold functions.
+///
 /// # Safety
 /// The caller owns the ready node; it is executed once per readiness.
+#[inline]
 unsafe fn execute_node(node: NonNull<Header>, worker: &WorkerThread) -> Option<Next> {
     let header = header(node);
     let group_ptr = header.group.load(Ordering::Relaxed);
     // SAFETY: a submitted node's group lives until the node's unit-holding
     // descendant finishes, which is after us. A node never submitted (its
     // handle was dropped) has no group and is cancelled.
-    let group = unsafe { group_ptr.as_ref() };
-
-    let skip = header.cancelled.load(Ordering::Relaxed) || group.is_none_or(Group::is_cancelled);
-    let mut failed = skip;
-    let mut returned = None;
-    let mut recycle = false;
-    if let (false, Some(group)) = (skip, group) {
-        let mut cx = Context::new(worker, node, group);
-        // SAFETY: we own the node; the vtable matches its body type.
+    let group = match unsafe { group_ptr.as_ref() } {
+        Some(group) if !header.cancelled.load(Ordering::Relaxed) && !group.is_cancelled() => group,
+        // SAFETY: we own the node.
+        _ => return unsafe { complete(node, worker, true, None) },
+    };
+    let mut cx = Context::new(worker, node, group);
+    // SAFETY: we own the node; the vtable matches its body type.
+    let returned =
         match unwind::halt_unwinding(|| unsafe { (header.vtable.execute)(node, &mut cx) }) {
-            Ok(next) => {
-                returned = next;
-                recycle = cx.recycle_requested();
-            }
+            Ok(returned) => returned,
             Err(payload) => {
-                failed = true;
                 worker.registry().task_panicked(group, payload);
+                // SAFETY: we own the node.
+                return unsafe { complete(node, worker, true, None) };
             }
-        }
-    }
-
+        };
     // Rule 1: the returned task, if it is ready and may run here.
-    let mut bypass = None;
-    if let (Some(task), Some(group)) = (returned, group)
-        && let Some(ready) = task.submit(group, None, None, worker.region())
-    {
-        if ready.is_local_to(worker.index()) {
-            bypass = Some(ready.into_job());
-        } else {
-            ready.route_from(worker);
+    let bypass = match returned {
+        None => None,
+        Some(task) => submit_returned(task, group, worker),
+    };
+    if cx.recycle_requested() {
+        // SAFETY: we still own the node.
+        return Some(unsafe { recycled(node, bypass, worker) });
+    }
+    // SAFETY: we own the node.
+    unsafe { complete(node, worker, false, bypass) }
+}
+
+/// Submit the task a node returned: the job to run next here if it is
+/// ready and may run here (rule 1); routed if it is ready elsewhere.
+#[cold]
+#[inline(never)]
+fn submit_returned(task: TaskRef, group: &Group, worker: &WorkerThread) -> Option<JobRef> {
+    let ready = task.submit(group, None, None, worker.region())?;
+    if ready.is_local_to(worker.index()) {
+        Some(ready.into_job())
+    } else {
+        ready.route_from(worker);
+        None
+    }
+}
+
+/// A node that asked to run again: it is not completed, and runs next as a
+/// child of the continuation it created (if any), which still counts it as
+/// pending; a returned task runs before it.
+///
+/// # Safety
+/// The caller owns the node.
+unsafe fn recycled(node: NonNull<Header>, bypass: Option<JobRef>, worker: &WorkerThread) -> Next {
+    // SAFETY: we still own the node.
+    let region = unsafe { (*header(node).meta.get()).region };
+    // SAFETY: we still own the node; it is queued or run exactly once.
+    let again = unsafe { JobRef::new(node.cast(), execute_job, region) };
+    let job = match bypass {
+        Some(job) => {
+            worker.push(again);
+            job
         }
+        None => again,
+    };
+    Next {
+        job,
+        rule: Rule::Returned,
     }
+}
 
-    if recycle {
-        // Not completed: the node runs again, as a child of the continuation
-        // it created (if any), which still counts it as pending.
-        // SAFETY: we still own the node.
-        let region = unsafe { (*header.meta.get()).region };
-        // SAFETY: we still own the node.
-        let again = unsafe { JobRef::new(node.cast(), execute_job, region) };
-        return Some(match bypass {
-            Some(job) => {
-                worker.push(again);
-                Next {
-                    job,
-                    rule: Rule::Returned,
-                }
-            }
-            None => Next {
-                job: again,
-                rule: Rule::Returned,
-            },
-        });
-    }
-
-    // Rule 2: complete the node; the first successor it makes ready that may
-    // run here is next (unless rule 1 already supplied a task).
+/// Complete a node that ran (or was skipped, `failed`): release each
+/// successor; the first one made ready that may run here is the next task
+/// (rule 2) unless `bypass` (rule 1) came first; the others are routed.
+/// Then free the node and release its group unit.
+///
+/// # Safety
+/// The caller owns the node, which is not used afterwards.
+#[inline(always)]
+unsafe fn complete(
+    node: NonNull<Header>,
+    worker: &WorkerThread,
+    failed: bool,
+    bypass: Option<JobRef>,
+) -> Option<Next> {
     // SAFETY: we own the node until `free_and_release_unit`.
-    let meta = unsafe { &mut *header.meta.get() };
+    let meta = unsafe { &mut *header(node).meta.get() };
     let mut successor = None;
-    if !meta.successors.is_empty() {
-        let successors = std::mem::take(&mut meta.successors);
-        for s in successors.iter() {
-            if failed {
-                header_of(s).cancelled.store(true, Ordering::Relaxed);
-            }
-            if let Some(ready) = release_hold(s) {
-                if header_of(s).cancelled.load(Ordering::Relaxed) {
-                    // Never runs: complete it (and what it cancels) here.
-                    cancel_chain(s);
-                } else if successor.is_none()
-                    && bypass.is_none()
-                    && ready.is_local_to(worker.index())
-                {
-                    successor = Some(ready.into_job());
-                } else {
-                    ready.route_from(worker);
-                }
-            }
+    if let Some(first) = meta.successors.first.take() {
+        successor = release_successor(first, failed, bypass.is_none(), worker);
+        if let Some(rest) = meta.successors.rest.take() {
+            release_rest(&rest, failed, bypass.is_none(), worker, &mut successor);
         }
     }
     // SAFETY: we own the node and its successors were completed above.
     unsafe { free_and_release_unit(node) };
-
     match (bypass, successor) {
         (Some(job), _) => Some(Next {
             job,
@@ -717,6 +735,50 @@ unsafe fn execute_node(node: NonNull<Header>, worker: &WorkerThread) -> Option<N
             rule: Rule::Successor,
         }),
         (None, None) => None,
+    }
+}
+
+/// Release one successor `s` of a completed node: if that made it ready,
+/// return it as the next job when `may_take` and it may run here, route
+/// it otherwise (or complete it unrun if it is cancelled).
+#[inline(always)]
+fn release_successor(
+    s: NonNull<Header>,
+    failed: bool,
+    may_take: bool,
+    worker: &WorkerThread,
+) -> Option<JobRef> {
+    if failed {
+        header_of(s).cancelled.store(true, Ordering::Relaxed);
+    }
+    let ready = release_hold(s)?;
+    if header_of(s).cancelled.load(Ordering::Relaxed) {
+        // Never runs: complete it (and what it cancels) here.
+        cancel_chain(s);
+        None
+    } else if may_take && ready.is_local_to(worker.index()) {
+        Some(ready.into_job())
+    } else {
+        ready.route_from(worker);
+        None
+    }
+}
+
+/// The successors after the first (most nodes have none).
+#[cold]
+#[inline(never)]
+fn release_rest(
+    rest: &[NonNull<Header>],
+    failed: bool,
+    no_bypass: bool,
+    worker: &WorkerThread,
+    successor: &mut Option<JobRef>,
+) {
+    for &s in rest {
+        let may_take = no_bypass && successor.is_none();
+        if let Some(job) = release_successor(s, failed, may_take, worker) {
+            *successor = Some(job);
+        }
     }
 }
 
@@ -783,6 +845,6 @@ pub(crate) mod running {
         // SAFETY: the type matches; the body lives until `current` (one of
         // its predecessors) completes, which outlasts the borrow the caller
         // ties to its context; nobody holds `&mut` to it before then.
-        Some(unsafe { &*((succ.vtable.body)(first) as *const T) })
+        Some(unsafe { &*first.cast::<Node<T>>().as_ref().body.get() })
     }
 }
