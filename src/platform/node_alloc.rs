@@ -103,7 +103,7 @@ fn class_layout(class: usize) -> Layout {
 }
 
 /// The class that serves `layout`, if any.
-#[inline]
+#[inline(always)]
 fn class_of(layout: Layout) -> Option<usize> {
     if layout.align() > CLASS_ALIGN {
         return None;
@@ -118,7 +118,7 @@ fn system_alloc(layout: Layout) -> NonNull<u8> {
 }
 
 /// Memory for one node of `layout` (non-zero size).
-#[inline]
+#[inline(always)]
 pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
     debug_assert!(layout.size() > 0);
     let Some(class) = class_of(layout) else {
@@ -145,7 +145,7 @@ pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
 ///
 /// # Safety
 /// `block` came from `allocate(layout)` and is not used afterwards.
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn release(block: NonNull<u8>, layout: Layout) {
     let Some(class) = class_of(layout) else {
         // SAFETY: allocated by the system allocator with this very layout.

@@ -202,26 +202,30 @@ impl<T: Task> Node<T> {
         type_id: TypeId::of::<T>,
     };
 
+    #[inline]
     fn allocate(body: T) -> NonNull<Header> {
-        let node = Node {
-            header: Header {
-                pending: AtomicU32::new(1),
-                cancelled: AtomicBool::new(false),
-                group: AtomicPtr::new(ptr::null_mut()),
-                meta: UnsafeCell::new(Meta {
-                    dispatch: Dispatch::Spawn,
-                    affinity: NO_AFFINITY,
-                    region: Region::NONE,
-                    holds_unit: false,
-                    successors: Successors::default(),
-                }),
-                vtable: &Self::VTABLE,
-            },
-            body: UnsafeCell::new(body),
-        };
+        // Memory first, then the node written into it in place (built on
+        // the stack and copied, it cost a third more instructions).
         let memory = node_alloc::allocate(Layout::new::<Node<T>>()).cast::<Node<T>>();
         // SAFETY: fresh memory with the layout of `Node<T>`.
-        unsafe { memory.as_ptr().write(node) };
+        unsafe {
+            memory.as_ptr().write(Node {
+                header: Header {
+                    pending: AtomicU32::new(1),
+                    cancelled: AtomicBool::new(false),
+                    group: AtomicPtr::new(ptr::null_mut()),
+                    meta: UnsafeCell::new(Meta {
+                        dispatch: Dispatch::Spawn,
+                        affinity: NO_AFFINITY,
+                        region: Region::NONE,
+                        holds_unit: false,
+                        successors: Successors::default(),
+                    }),
+                    vtable: &Self::VTABLE,
+                },
+                body: UnsafeCell::new(body),
+            })
+        };
         // `header` is the first field of a repr(C) struct: same address.
         memory.cast()
     }
