@@ -8,23 +8,28 @@
 //! freed by another thread takes the owning arena's lock (a flat spawn loop
 //! on two workers ran 3.4 times slower than on one). Here:
 //!
-//! * each thread keeps a stack of free blocks per size class;
-//! * a thread whose stack reaches `2 * BATCH` blocks moves `BATCH` of them,
-//!   as one unit, to the class's depot, a lock-free queue shared by all
-//!   threads;
-//! * a thread whose stack is empty takes a whole batch from the depot
-//!   before it asks the system allocator.
+//! * each thread keeps, per size class, an intrusive list of free blocks
+//!   (a free block's first word links to the next: a free or an allocation
+//!   is two memory operations), plus at most one full batch held back;
+//! * a thread whose list reaches `BATCH` blocks holds it back as its full
+//!   batch, and moves the batch it held before, as one unit, to the class's
+//!   depot, a lock-free queue shared by all threads;
+//! * a thread whose list is empty takes its held-back batch, else a batch
+//!   from the depot, before it asks the system allocator.
 //!
-//! So blocks freed on the thief flow back to the spawner a batch at a time.
-//! Invariants: a cached block has exactly its class's layout; the depot
-//! holds at most `DEPOT_BATCHES` batches per class (the rest go back to the
-//! system); a thread's cache moves to the depot (or the system) when the
-//! thread exits, and frees arriving after that go to the system allocator.
+//! So blocks freed on the thief flow back to the spawner a batch at a time,
+//! and a thread that frees and allocates around a batch boundary does not
+//! go to the depot each time (up to `2 * BATCH` blocks stay local).
+//! Invariants: a cached block has exactly its class's layout; a list's
+//! `len` is the number of blocks linked from its head; the depot holds at
+//! most `DEPOT_BATCHES` batches per class (the rest go back to the system);
+//! a thread's cache moves to the depot (or the system) when the thread
+//! exits, and frees arriving after that go to the system allocator.
 
 use crossbeam_queue::SegQueue;
 use std::alloc::{self, Layout};
 use std::cell::UnsafeCell;
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Block sizes of the classes; all blocks are aligned to `CLASS_ALIGN`.
@@ -36,15 +41,56 @@ const BATCH: usize = 64;
 /// Batches the depot keeps per class.
 const DEPOT_BATCHES: usize = 256;
 
-/// Free blocks of one class, moved as a unit.
-struct Batch(Vec<NonNull<u8>>);
+/// Free blocks of one class, linked through their first word.
+struct FreeList {
+    head: *mut u8,
+    len: usize,
+}
 
-// SAFETY: a batch holds free memory blocks that nobody else references;
-// moving them to another thread moves their ownership.
-unsafe impl Send for Batch {}
+impl FreeList {
+    const EMPTY: FreeList = FreeList {
+        head: ptr::null_mut(),
+        len: 0,
+    };
+
+    #[inline(always)]
+    fn push(&mut self, block: NonNull<u8>) {
+        // SAFETY: a free block is ours and at least a word large and
+        // aligned (every class is): its first word holds the link.
+        unsafe { block.as_ptr().cast::<*mut u8>().write(self.head) };
+        self.head = block.as_ptr();
+        self.len += 1;
+    }
+
+    #[inline(always)]
+    fn pop(&mut self) -> Option<NonNull<u8>> {
+        let block = NonNull::new(self.head)?;
+        // SAFETY: a linked block is free and ours; its first word is the
+        // link written by `push`.
+        self.head = unsafe { block.as_ptr().cast::<*mut u8>().read() };
+        self.len -= 1;
+        Some(block)
+    }
+
+    fn take(&mut self) -> FreeList {
+        std::mem::replace(self, FreeList::EMPTY)
+    }
+
+    /// Give every block back to the system allocator.
+    fn free_all(mut self, class: usize) {
+        while let Some(block) = self.pop() {
+            // SAFETY: every cached block was allocated with this layout.
+            unsafe { alloc::dealloc(block.as_ptr(), class_layout(class)) };
+        }
+    }
+}
+
+// SAFETY: a list links free memory blocks that nobody else references;
+// moving it to another thread moves their ownership.
+unsafe impl Send for FreeList {}
 
 struct Depot {
-    batches: SegQueue<Batch>,
+    batches: SegQueue<FreeList>,
     len: AtomicUsize,
 }
 
@@ -56,44 +102,57 @@ static DEPOTS: [Depot; CLASSES] = [const {
 }; CLASSES];
 
 impl Depot {
-    fn take(&self) -> Option<Batch> {
+    fn take(&self) -> Option<FreeList> {
         let batch = self.batches.pop()?;
         self.len.fetch_sub(1, Ordering::Relaxed);
         Some(batch)
     }
 
     /// Keep `batch`, or give its blocks back to the system if full.
-    fn give(&self, batch: Batch, class: usize) {
+    fn give(&self, batch: FreeList, class: usize) {
+        if batch.len == 0 {
+            return;
+        }
         if self.len.fetch_add(1, Ordering::Relaxed) < DEPOT_BATCHES {
             self.batches.push(batch);
         } else {
             self.len.fetch_sub(1, Ordering::Relaxed);
-            for block in batch.0 {
-                // SAFETY: every cached block was allocated with this layout.
-                unsafe { alloc::dealloc(block.as_ptr(), class_layout(class)) };
-            }
+            batch.free_all(class);
         }
     }
 }
 
+/// One class of a thread's cache.
+struct ClassCache {
+    /// Where frees go and allocations come from.
+    free: FreeList,
+    /// A full batch held back (empty or exactly `BATCH` blocks).
+    full: FreeList,
+}
+
 struct Caches {
-    free: [Vec<NonNull<u8>>; CLASSES],
+    classes: [ClassCache; CLASSES],
 }
 
 impl Drop for Caches {
     fn drop(&mut self) {
-        for (class, blocks) in self.free.iter_mut().enumerate() {
-            let blocks = std::mem::take(blocks);
-            if !blocks.is_empty() {
-                DEPOTS[class].give(Batch(blocks), class);
-            }
+        for (class, cache) in self.classes.iter_mut().enumerate() {
+            DEPOTS[class].give(cache.free.take(), class);
+            DEPOTS[class].give(cache.full.take(), class);
         }
     }
 }
 
 thread_local! {
     static CACHES: UnsafeCell<Caches> = const {
-        UnsafeCell::new(Caches { free: [const { Vec::new() }; CLASSES] })
+        UnsafeCell::new(Caches {
+            classes: [const {
+                ClassCache {
+                    free: FreeList::EMPTY,
+                    full: FreeList::EMPTY,
+                }
+            }; CLASSES],
+        })
     };
 }
 
@@ -128,17 +187,23 @@ pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
         .try_with(|caches| {
             // SAFETY: the cache is only touched by its own thread, and
             // neither this function nor `release` re-enters it.
-            let free = unsafe { &mut (*caches.get()).free[class] };
-            if free.is_empty()
-                && let Some(batch) = DEPOTS[class].take()
-            {
-                *free = batch.0;
-            }
-            free.pop()
+            let cache = unsafe { &mut (*caches.get()).classes[class] };
+            cache.free.pop().or_else(|| refill(cache, class))
         })
         .ok()
         .flatten();
     cached.unwrap_or_else(|| system_alloc(class_layout(class)))
+}
+
+/// The thread's list of `class` ran dry: take the held-back batch, else
+/// one from the depot, and allocate from it.
+#[cold]
+fn refill(cache: &mut ClassCache, class: usize) -> Option<NonNull<u8>> {
+    cache.free = match cache.full.len {
+        0 => DEPOTS[class].take()?,
+        _ => cache.full.take(),
+    };
+    cache.free.pop()
 }
 
 /// Give back memory from [`allocate`] with the same `layout`.
@@ -155,11 +220,10 @@ pub(crate) unsafe fn release(block: NonNull<u8>, layout: Layout) {
     let kept = CACHES
         .try_with(|caches| {
             // SAFETY: as in `allocate`.
-            let free = unsafe { &mut (*caches.get()).free[class] };
-            free.push(block);
-            if free.len() >= 2 * BATCH {
-                let batch = free.split_off(free.len() - BATCH);
-                DEPOTS[class].give(Batch(batch), class);
+            let cache = unsafe { &mut (*caches.get()).classes[class] };
+            cache.free.push(block);
+            if cache.free.len >= BATCH {
+                spill(cache, class);
             }
         })
         .is_ok();
@@ -167,4 +231,12 @@ pub(crate) unsafe fn release(block: NonNull<u8>, layout: Layout) {
         // SAFETY: allocated with the class layout.
         unsafe { alloc::dealloc(block.as_ptr(), class_layout(class)) };
     }
+}
+
+/// The thread's list of `class` is a full batch: hold it back, and move
+/// the batch held before (if any) to the depot.
+#[cold]
+fn spill(cache: &mut ClassCache, class: usize) {
+    let full = std::mem::replace(&mut cache.full, cache.free.take());
+    DEPOTS[class].give(full, class);
 }
