@@ -850,18 +850,25 @@ impl<'a> Engine<'a> {
                 } else if state.reserved_gate.get() == state.stage.get() {
                     state.reserved_gate.set(NO_GATE);
                 } else {
-                    if !force
-                        && (state.stage.get() == blocked_at || !gate.is_turn(state.sequence.get()))
-                    {
-                        state.waiting.set(true);
-                        return Step::Wait;
-                    }
-                    // Before arriving: once parked, the slot is the gate
-                    // holder's (Miri caught this write made after).
-                    state.waiting.set(false);
-                    match gate.arrive(state.sequence.get(), slot.index) {
-                        Arrival::Enter => {}
-                        Arrival::Parked | Arrival::Switch(_) => return Step::Gone,
+                    if !force {
+                        // Not forced: enter only if it is our turn now, with
+                        // one read-modify-write (a read first, then the
+                        // write, moved the gate's line between the cores
+                        // twice).
+                        if state.stage.get() == blocked_at || !gate.try_enter(state.sequence.get())
+                        {
+                            state.waiting.set(true);
+                            return Step::Wait;
+                        }
+                        state.waiting.set(false);
+                    } else {
+                        // Before arriving: once parked, the slot is the gate
+                        // holder's (Miri caught this write made after).
+                        state.waiting.set(false);
+                        match gate.arrive(state.sequence.get(), slot.index) {
+                            Arrival::Enter => {}
+                            Arrival::Parked | Arrival::Switch(_) => return Step::Gone,
+                        }
                     }
                 }
                 if state.has_item.get() {
@@ -896,7 +903,7 @@ impl<'a> Engine<'a> {
     /// that item in the chain. (None if the front does not wait or nothing
     /// behind it can run.) The turn is not looked at: the items behind run
     /// up to the gate first, and the front tries it when nothing else is
-    /// left, so the gate's word is read once a batch rather than once an
+    /// left, so the gate's word is tried once a batch rather than once an
     /// item (each read of it, written by another worker, is a cache miss).
     ///
     /// # Safety

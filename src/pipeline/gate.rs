@@ -109,10 +109,10 @@ impl InOrderGate {
         Arrival::Parked
     }
 
-    /// Is it item `sequence`'s turn (the gate free for it)? A hint: a plain
-    /// read of the turn word.
-    pub(crate) fn is_turn(&self, sequence: u64) -> bool {
-        self.turn.load(Ordering::Relaxed) == sequence << 1
+    /// Enter the gate for item `sequence` if it is its turn now; false
+    /// (and nothing changed) if not.
+    pub(crate) fn try_enter(&self, sequence: u64) -> bool {
+        self.take(sequence << 1)
     }
 
     /// Take the gate at turn `free`; false if someone else did.
