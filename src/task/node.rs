@@ -405,10 +405,14 @@ impl TaskRef {
             header.group.store(group_ptr, Ordering::Relaxed);
             // A successor already in this group finishes after us and so
             // represents us; otherwise we may be the group's last node.
-            let represented = meta
-                .successors
-                .iter()
-                .any(|s| header_of(s).group.load(Ordering::Relaxed) == group_ptr);
+            let in_group =
+                |s: &NonNull<Header>| header_of(*s).group.load(Ordering::Relaxed) == group_ptr;
+            let represented = meta.successors.first.as_ref().is_some_and(in_group)
+                || meta
+                    .successors
+                    .rest
+                    .as_deref()
+                    .is_some_and(|rest| rest.iter().any(in_group));
             if !represented {
                 meta.holds_unit = true;
                 group.add_unit();
