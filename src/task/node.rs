@@ -646,28 +646,41 @@ unsafe fn execute_node(node: NonNull<Header>, worker: &WorkerThread) -> Option<N
         // SAFETY: we own the node.
         _ => return unsafe { complete(node, worker, true, None) },
     };
-    let mut cx = Context::new(worker, node, group);
-    // SAFETY: we own the node; the vtable matches its body type.
-    let returned =
-        match unwind::halt_unwinding(|| unsafe { (header.vtable.execute)(node, &mut cx) }) {
-            Ok(returned) => returned,
-            Err(payload) => {
-                worker.registry().task_panicked(group, payload);
-                // SAFETY: we own the node.
-                return unsafe { complete(node, worker, true, None) };
-            }
+    loop {
+        let mut cx = Context::new(worker, node, group);
+        // SAFETY: we own the node; the vtable matches its body type.
+        let returned =
+            match unwind::halt_unwinding(|| unsafe { (header.vtable.execute)(node, &mut cx) }) {
+                Ok(returned) => returned,
+                Err(payload) => {
+                    worker.registry().task_panicked(group, payload);
+                    // SAFETY: we own the node.
+                    return unsafe { complete(node, worker, true, None) };
+                }
+            };
+        // Rule 1: the returned task, if it is ready and may run here.
+        let bypass = match returned {
+            None => None,
+            Some(task) => submit_returned(task, group, worker),
         };
-    // Rule 1: the returned task, if it is ready and may run here.
-    let bypass = match returned {
-        None => None,
-        Some(task) => submit_returned(task, group, worker),
-    };
-    if cx.recycle_requested() {
-        // SAFETY: we still own the node.
-        return Some(unsafe { recycled(node, bypass, worker) });
+        if !cx.recycle_requested() {
+            // SAFETY: we own the node.
+            return unsafe { complete(node, worker, false, bypass) };
+        }
+        if bypass.is_some() || worker.tracing() {
+            // SAFETY: we still own the node.
+            return Some(unsafe { recycled(node, bypass, worker) });
+        }
+        // Recycled with nothing returned: rule 1 runs the node again right
+        // here, as a new start would (counted, and skipped if cancelled
+        // meanwhile), without a trip through the worker's loop. (With a
+        // trace on, each run goes through the loop to get its record.)
+        worker.count_task(Rule::Returned);
+        if header.cancelled.load(Ordering::Relaxed) || group.is_cancelled() {
+            // SAFETY: we own the node.
+            return unsafe { complete(node, worker, true, None) };
+        }
     }
-    // SAFETY: we own the node.
-    unsafe { complete(node, worker, false, bypass) }
 }
 
 /// Submit the task a node returned: the job to run next here if it is
