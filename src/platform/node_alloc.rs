@@ -22,7 +22,8 @@
 //! go to the depot each time (up to `2 * BATCH` blocks stay local).
 //! Invariants: a cached block has exactly its class's layout; a list's
 //! `len` is the number of blocks linked from its head; the depot holds at
-//! most `DEPOT_BATCHES` batches per class (the rest go back to the system);
+//! most `DEPOT_BYTES` of blocks, all classes together (the rest go back to
+//! the system);
 //! a thread's cache moves to the depot (or the system) when the thread
 //! exits, and frees arriving after that go to the system allocator.
 
@@ -38,8 +39,12 @@ const CLASSES: usize = CLASS_SIZES.len();
 const CLASS_ALIGN: usize = 16;
 /// Blocks moved between a thread and the depot at once.
 const BATCH: usize = 64;
-/// Batches the depot keeps per class.
-const DEPOT_BATCHES: usize = 256;
+/// Bytes of free blocks the depots keep, all classes together; beyond it,
+/// freed batches go back to the system allocator.
+const DEPOT_BYTES: usize = 64 << 20;
+
+/// Bytes of free blocks in the depots now.
+static DEPOT_HELD: AtomicUsize = AtomicUsize::new(0);
 
 /// Free blocks of one class, linked through their first word.
 struct FreeList {
@@ -91,32 +96,32 @@ unsafe impl Send for FreeList {}
 
 struct Depot {
     batches: SegQueue<FreeList>,
-    len: AtomicUsize,
 }
 
 static DEPOTS: [Depot; CLASSES] = [const {
     Depot {
         batches: SegQueue::new(),
-        len: AtomicUsize::new(0),
     }
 }; CLASSES];
 
 impl Depot {
-    fn take(&self) -> Option<FreeList> {
+    fn take(&self, class: usize) -> Option<FreeList> {
         let batch = self.batches.pop()?;
-        self.len.fetch_sub(1, Ordering::Relaxed);
+        DEPOT_HELD.fetch_sub(batch.len * CLASS_SIZES[class], Ordering::Relaxed);
         Some(batch)
     }
 
-    /// Keep `batch`, or give its blocks back to the system if full.
+    /// Keep `batch`, or give its blocks back to the system if the depots
+    /// hold `DEPOT_BYTES` already.
     fn give(&self, batch: FreeList, class: usize) {
         if batch.len == 0 {
             return;
         }
-        if self.len.fetch_add(1, Ordering::Relaxed) < DEPOT_BATCHES {
+        let bytes = batch.len * CLASS_SIZES[class];
+        if DEPOT_HELD.fetch_add(bytes, Ordering::Relaxed) + bytes <= DEPOT_BYTES {
             self.batches.push(batch);
         } else {
-            self.len.fetch_sub(1, Ordering::Relaxed);
+            DEPOT_HELD.fetch_sub(bytes, Ordering::Relaxed);
             batch.free_all(class);
         }
     }
@@ -200,7 +205,7 @@ pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
 #[cold]
 fn refill(cache: &mut ClassCache, class: usize) -> Option<NonNull<u8>> {
     cache.free = match cache.full.len {
-        0 => DEPOTS[class].take()?,
+        0 => DEPOTS[class].take(class)?,
         _ => cache.full.take(),
     };
     cache.free.pop()
