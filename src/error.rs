@@ -61,6 +61,17 @@ pub enum AffinityError {
     },
 }
 
+impl AffinityError {
+    /// `Ok` if `index` names one of `num_workers` worker slots.
+    pub(crate) fn check(index: usize, num_workers: usize) -> Result<(), AffinityError> {
+        if index < num_workers {
+            Ok(())
+        } else {
+            Err(AffinityError::OutOfRange { index, num_workers })
+        }
+    }
+}
+
 impl fmt::Display for AffinityError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -408,13 +408,7 @@ impl Pool {
         worker: usize,
         task: TaskRef,
     ) -> Result<(), AffinityError> {
-        let num_workers = self.num_workers();
-        if worker >= num_workers {
-            return Err(AffinityError::OutOfRange {
-                index: worker,
-                num_workers,
-            });
-        }
+        AffinityError::check(worker, self.num_workers())?;
         self.submit_static(task, None, Some(worker));
         Ok(())
     }

@@ -67,13 +67,7 @@ impl<'w> Context<'w> {
         worker: usize,
         task: TaskRef,
     ) -> Result<(), AffinityError> {
-        let num_workers = self.num_workers();
-        if worker >= num_workers {
-            return Err(AffinityError::OutOfRange {
-                index: worker,
-                num_workers,
-            });
-        }
+        AffinityError::check(worker, self.num_workers())?;
         if let Some(ready) = task.submit(self.group, None, Some(worker), self.worker.region()) {
             ready.route_from(self.worker);
         }
