@@ -3,17 +3,21 @@
 //! The registry owns, per worker slot, the stealer end of its deque, its
 //! mailbox, its counters and its terminate latch; and, for the whole pool,
 //! the shared queue, the sleep state and the static group of `'static`
-//! tasks. `route_ready` is the one place that decides where a ready node
-//! goes: a mailbox (affinity for another worker), the shared queue (enqueue
-//! dispatch, or a spawn from outside the pool), or the calling worker's own
-//! deque.
+//! tasks. `Registry::route` is the one place that decides where a ready
+//! job goes: a mailbox (affinity for another worker), the shared queue
+//! (enqueue dispatch, or a spawn from outside the pool), or the calling
+//! worker's own deque. (The task layer's `ReadyNode::route_from` sends the
+//! common case, a spawn without affinity from a worker, straight to that
+//! worker's deque, which is what `route` would do with it.)
 //!
-//! A pool built with `num_threads(0)` has one *guest* slot and no threads:
-//! `install`, `run` and `wait_idle` borrow the calling thread as worker 0,
-//! and work injected from outside starts a temporary *drainer* thread that
-//! takes the slot, runs by the six rules until nothing is left, and exits.
-//! That keeps oneTBB's guarantee that an enqueued task runs even when no
-//! worker would otherwise take it.
+//! The registry is generic over its worker type `W`, as the queues are, so
+//! that it does not import the worker above it; `worker/thread.rs` names
+//! `Registry<WorkerThread>`. A pool built with `num_threads(0)` has one
+//! *guest* slot and no threads (see `lifecycle.rs`); work injected from
+//! outside it starts a temporary *drainer* thread, whose body is the
+//! function pointer `lifecycle.rs` passed to `Registry::new`. That keeps
+//! oneTBB's guarantee that an enqueued task runs even when no worker would
+//! otherwise take it.
 //!
 //! Invariants: slot `i`'s deque is owned by exactly one thread at a time
 //! (its worker thread, or the guest holding `guest`); every injection is
