@@ -46,9 +46,17 @@ fn every_worker_asleep_then_one_external_enqueue_10000_rounds() {
             });
         }
         assert_eq!(ran.load(Ordering::Relaxed), rounds(10_000) as u64);
+        // `sleeping_workers` counts a worker from the moment it adds itself
+        // to the sleeping count, one step before it blocks; a task enqueued
+        // in that step is found by the worker's final check and the worker
+        // does not block (nor count a sleep). So not every round counts a
+        // sleep, but most must: otherwise the rounds never reached the
+        // blocked state this test is about.
+        let sleeps: u64 = pool.stats().workers.iter().map(|w| w.sleeps).sum();
         assert!(
-            pool.stats().workers.iter().map(|w| w.sleeps).sum::<u64>() >= rounds(10_000) as u64,
-            "workers did not sleep between rounds"
+            sleeps >= rounds(10_000) as u64 / 2,
+            "workers blocked in only {sleeps} of {} rounds",
+            rounds(10_000)
         );
     }
 }
