@@ -1136,3 +1136,44 @@ fn to_dot_shows_names_dispatch_affinity_and_every_edge() {
     let edge_lines = dot.lines().filter(|l| l.contains(" -> ")).count();
     assert_eq!(edge_lines, g.num_edges(), "{dot}");
 }
+
+/// Graphs large enough for their node array to be kept after a drop and
+/// reused by the next large graph (`graph/spare.rs`): built with a capacity
+/// and by growing, of other shapes and sizes one after the other; each runs
+/// right, and every body (each holding a clone of an `Arc`) is dropped.
+#[test]
+fn large_graphs_built_one_after_another_run_right_and_drop_their_bodies() {
+    let pool = pool(2);
+    let witness = Arc::new(());
+    // A chain: each node checks that its predecessor ran just before it.
+    let chain = |g: &mut Graph<'static>, n: u64, last: &Arc<AtomicU64>, bad: &Arc<AtomicU64>| {
+        let mut prev: Option<NodeId> = None;
+        for i in 0..n {
+            let (last, bad, w) = (last.clone(), bad.clone(), witness.clone());
+            let id = g.add(move || {
+                let _keep = &w;
+                if last.swap(i + 1, Ordering::Relaxed) != i {
+                    bad.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            if let Some(p) = prev {
+                g.precede(p, id).unwrap();
+            }
+            prev = Some(id);
+        }
+    };
+    for (n, with_capacity) in [(200_000u64, true), (150_000, false), (100_000, true), (210_000, false)] {
+        let (last, bad) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let mut g = if with_capacity {
+            Graph::with_capacity(n as usize, n as usize)
+        } else {
+            Graph::new()
+        };
+        chain(&mut g, n, &last, &bad);
+        pool.run_graph(&mut g).unwrap();
+        assert_eq!(last.load(Ordering::Relaxed), n, "{n} nodes");
+        assert_eq!(bad.load(Ordering::Relaxed), 0, "{n} nodes ran out of order");
+        drop(g);
+        assert_eq!(Arc::strong_count(&witness), 1, "bodies of {n} nodes not dropped");
+    }
+}

@@ -9,6 +9,7 @@ use super::node::{
     RunShared, Subflow, SuccessorList, edge_list,
 };
 use super::order;
+use super::spare;
 use crate::queues::dispatch::Dispatch;
 use std::collections::HashMap;
 use std::fmt;
@@ -125,6 +126,7 @@ impl Drop for Graph<'_> {
             // graph). The others need nothing done.
             unsafe { drop_body(self.nodes[i as usize].body.as_ptr()) };
         }
+        spare::give(std::mem::take(&mut self.nodes));
     }
 }
 
@@ -173,7 +175,10 @@ impl<'a> Graph<'a> {
     /// known size then copies nothing as it grows).
     pub fn with_capacity(nodes: usize, edges: usize) -> Self {
         let mut g = Self::new();
-        g.nodes.reserve_exact(nodes);
+        match spare::take(nodes) {
+            Some(kept) => g.nodes = kept,
+            None => g.nodes.reserve_exact(nodes),
+        }
         g.meta.reserve_exact(nodes);
         g.root_bits.reserve_exact(nodes.div_ceil(64));
         g.edges.reserve_exact(edges);
@@ -230,6 +235,9 @@ impl<'a> Graph<'a> {
         let (body, call, drop_body) = BodySlot::new(f);
         if let Some(drop_body) = drop_body {
             self.drops.push((index, drop_body));
+        }
+        if self.nodes.len() == self.nodes.capacity() {
+            self.grow_nodes();
         }
         self.nodes.push(Node {
             pending: AtomicU32::new(0),
@@ -405,6 +413,20 @@ impl<'a> Graph<'a> {
     }
 
     /// `node`'s index, if it belongs to this graph.
+    /// Room for one more node: doubling, as a vector grows, but into the
+    /// kept array of a dropped graph when one is large enough.
+    #[cold]
+    fn grow_nodes(&mut self) {
+        let wanted = (self.nodes.capacity() * 2).max(4);
+        match spare::take(wanted) {
+            Some(mut kept) => {
+                kept.append(&mut self.nodes);
+                self.nodes = kept;
+            }
+            None => self.nodes.reserve(1),
+        }
+    }
+
     fn check(&self, node: NodeId) -> Result<usize, GraphError> {
         if node.graph != self.id || node.index() >= self.nodes.len() {
             return Err(GraphError::ForeignNode { node });

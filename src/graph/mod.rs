@@ -24,6 +24,7 @@ mod error;
 mod node;
 mod order;
 mod run;
+mod spare;
 
 pub use build::{CancelToken, Graph};
 pub use error::GraphError;
