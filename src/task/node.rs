@@ -19,6 +19,10 @@
 //!
 //! The `meta` fields are written only by the current owner; ownership moves
 //! through `pending`'s AcqRel read-modify-writes, which order those writes.
+//! The last unit is released by an Acquire load that sees 1 and a plain
+//! store: a unit is added only by the holder of another unit (a handle, or
+//! the running predecessor a `Continuation` belongs to), so when the count
+//! is 1 and the unit is ours, no other thread can change it.
 //! Dropping an unsubmitted handle cancels the node: it never runs, and
 //! neither does any node after it (a task runs only if all its predecessors
 //! ran; the same holds when a predecessor panicked or was skipped).
@@ -551,9 +555,20 @@ fn header_of<'a>(node: NonNull<Header>) -> &'a Header {
 /// the caller owns it.
 #[inline]
 fn release_hold(node: NonNull<Header>) -> Option<ReadyNode> {
+    let pending = &header(node).pending;
+    // Fast path: our unit is the only one left, so nobody else can touch
+    // the count: a unit can only be added by a holder of another unit (a
+    // handle, or the running node a `Continuation` belongs to, which is
+    // itself a predecessor). A plain load and store replace the
+    // read-modify-write (the last release of every node goes this way).
+    // Acquire pairs with the release of every earlier decrement.
+    if pending.load(Ordering::Acquire) == 1 {
+        pending.store(0, Ordering::Relaxed);
+        return Some(ReadyNode { node });
+    }
     // AcqRel: release our writes to the node to its next owner, acquire the
     // writes of every earlier releaser if we are that owner.
-    (header(node).pending.fetch_sub(1, Ordering::AcqRel) == 1).then_some(ReadyNode { node })
+    (pending.fetch_sub(1, Ordering::AcqRel) == 1).then_some(ReadyNode { node })
 }
 
 /// Does `from` reach `target` through successor edges?
