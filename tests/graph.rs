@@ -1162,7 +1162,12 @@ fn large_graphs_built_one_after_another_run_right_and_drop_their_bodies() {
             prev = Some(id);
         }
     };
-    for (n, with_capacity) in [(200_000u64, true), (150_000, false), (100_000, true), (210_000, false)] {
+    for (n, with_capacity) in [
+        (200_000u64, true),
+        (150_000, false),
+        (100_000, true),
+        (210_000, false),
+    ] {
         let (last, bad) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let mut g = if with_capacity {
             Graph::with_capacity(n as usize, n as usize)
@@ -1174,6 +1179,10 @@ fn large_graphs_built_one_after_another_run_right_and_drop_their_bodies() {
         assert_eq!(last.load(Ordering::Relaxed), n, "{n} nodes");
         assert_eq!(bad.load(Ordering::Relaxed), 0, "{n} nodes ran out of order");
         drop(g);
-        assert_eq!(Arc::strong_count(&witness), 1, "bodies of {n} nodes not dropped");
+        assert_eq!(
+            Arc::strong_count(&witness),
+            1,
+            "bodies of {n} nodes not dropped"
+        );
     }
 }

@@ -449,3 +449,44 @@ fn isolated_jobs_carry_their_region_through_wrappers_proxies_and_inline_joins() 
     pool.wait_idle();
     assert_eq!(hits.load(Ordering::SeqCst), 4);
 }
+
+/// `Context::successor` hands out the successor's body only when its type
+/// is the one asked for: a `Sum` successor is a `Sum`, not an `Other` of
+/// the same size, and a task without successor has none.
+#[test]
+fn successor_is_typed_and_refuses_another_type() {
+    struct Other {
+        _parts: [u64; 2],
+        _slot: usize,
+        _out: Option<Arc<AtomicU64>>,
+    }
+    impl Task for Other {
+        fn execute(&mut self, _: &mut Context<'_>) -> Option<TaskRef> {
+            None
+        }
+    }
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let probe = |seen: Arc<Mutex<Vec<(bool, bool)>>>| {
+        TaskRef::from_fn(move |cx| {
+            let as_sum = cx.successor::<Sum>().is_some();
+            let as_other = cx.successor::<Other>().is_some();
+            seen.lock().unwrap().push((as_sum, as_other));
+        })
+    };
+    let pool = Pool::builder().num_threads(1).build().unwrap();
+    let mut before_sum = probe(seen.clone());
+    let sum = TaskRef::new(Sum::new(0, Some(Arc::new(AtomicU64::new(0)))));
+    before_sum.precede(&sum).unwrap();
+    let mut before_other = probe(seen.clone());
+    let other = TaskRef::new(Other {
+        _parts: [0; 2],
+        _slot: 0,
+        _out: None,
+    });
+    before_other.precede(&other).unwrap();
+    let alone = probe(seen.clone());
+    pool.run([before_sum, sum, before_other, other, alone]);
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(seen, [(false, false), (false, true), (true, false)]);
+}
