@@ -25,7 +25,7 @@ use std::ptr::NonNull;
 /// Smaller arrays are left to the allocator, which reuses them well.
 const MIN_BYTES: usize = 4 << 20;
 /// Larger arrays are freed: keeping them would cost more than it saves.
-const MAX_BYTES: usize = 256 << 20;
+const MAX_BYTES: usize = 64 << 20;
 
 const _: () = assert!(!std::mem::needs_drop::<Node<'static>>());
 
