@@ -528,6 +528,13 @@ impl ReadyNode {
         }
     }
 
+    /// The isolation region it was submitted in.
+    #[inline]
+    fn region(&self) -> Region {
+        // SAFETY: a ready node is owned by the holder of the ReadyNode.
+        unsafe { (*header(self.node).meta.get()).region }
+    }
+
     #[inline]
     pub(crate) fn into_job(self) -> JobRef {
         // SAFETY: a ready node is owned by the holder of the ReadyNode.
@@ -646,26 +653,33 @@ unsafe fn execute_job(node: NonNull<()>, worker: &WorkerThread) -> Option<Next> 
 /// The path of a node that runs, returns nothing and has one successor is
 /// kept short (a continuation-passing fork starts three nodes); returned
 /// tasks, failures and long successor lists go through cold functions.
+/// A node that recycles itself, or a successor it made ready, runs next in
+/// this same call (rules 1 and 2, counted as the worker's loop counts
+/// them) unless a trace is on or an isolation region is entered or left.
 ///
 /// # Safety
 /// The caller owns the ready node; it is executed once per readiness.
 #[inline]
-unsafe fn execute_node(node: NonNull<Header>, worker: &WorkerThread) -> Option<Next> {
-    let header = header(node);
-    let group_ptr = header.group.load(Ordering::Relaxed);
-    // SAFETY: a submitted node's group lives until the node's unit-holding
-    // descendant finishes, which is after us. A node never submitted (its
-    // handle was dropped) has no group and is cancelled.
-    let group = match unsafe { group_ptr.as_ref() } {
-        Some(group) if !header.cancelled.load(Ordering::Relaxed) && !group.is_cancelled() => group,
-        // SAFETY: we own the node.
-        _ => return unsafe { complete(node, worker, true, None) },
-    };
-    loop {
-        let mut cx = Context::new(worker, node, group);
-        // SAFETY: we own the node; the vtable matches its body type.
-        let returned =
-            match unwind::halt_unwinding(|| unsafe { (header.vtable.execute)(node, &mut cx) }) {
+unsafe fn execute_node(mut node: NonNull<Header>, worker: &WorkerThread) -> Option<Next> {
+    'nodes: loop {
+        let header = header(node);
+        let group_ptr = header.group.load(Ordering::Relaxed);
+        // SAFETY: a submitted node's group lives until the node's unit-holding
+        // descendant finishes, which is after us. A node never submitted (its
+        // handle was dropped) has no group and is cancelled.
+        let group = match unsafe { group_ptr.as_ref() } {
+            Some(group) if !header.cancelled.load(Ordering::Relaxed) && !group.is_cancelled() => {
+                group
+            }
+            // SAFETY: we own the node.
+            _ => return unsafe { complete(node, worker, true, None) },
+        };
+        loop {
+            let mut cx = Context::new(worker, node, group);
+            // SAFETY: we own the node; the vtable matches its body type.
+            let returned = match unwind::halt_unwinding(|| unsafe {
+                (header.vtable.execute)(node, &mut cx)
+            }) {
                 Ok(returned) => returned,
                 Err(payload) => {
                     worker.registry().task_panicked(group, payload);
@@ -673,27 +687,46 @@ unsafe fn execute_node(node: NonNull<Header>, worker: &WorkerThread) -> Option<N
                     return unsafe { complete(node, worker, true, None) };
                 }
             };
-        // Rule 1: the returned task, if it is ready and may run here.
-        let bypass = match returned {
-            None => None,
-            Some(task) => submit_returned(task, group, worker),
-        };
-        if !cx.recycle_requested() {
-            // SAFETY: we own the node.
-            return unsafe { complete(node, worker, false, bypass) };
-        }
-        if bypass.is_some() || worker.tracing() {
-            // SAFETY: we still own the node.
-            return Some(unsafe { recycled(node, bypass, worker) });
-        }
-        // Recycled with nothing returned: rule 1 runs the node again right
-        // here, as a new start would (counted, and skipped if cancelled
-        // meanwhile), without a trip through the worker's loop. (With a
-        // trace on, each run goes through the loop to get its record.)
-        worker.count_task(Rule::Returned);
-        if header.cancelled.load(Ordering::Relaxed) || group.is_cancelled() {
-            // SAFETY: we own the node.
-            return unsafe { complete(node, worker, true, None) };
+            // Rule 1: the returned task, if it is ready and may run here.
+            let bypass = match returned {
+                None => None,
+                Some(task) => submit_returned(task, group, worker),
+            };
+            if !cx.recycle_requested() {
+                if bypass.is_some() || worker.tracing() {
+                    // SAFETY: we own the node.
+                    return unsafe { complete(node, worker, false, bypass) };
+                }
+                // SAFETY: we own the node.
+                return match unsafe { finish(node, worker, false, None) } {
+                    // Rule 2 right here, as the worker's loop would run the
+                    // successor next (counted, and checked for cancellation
+                    // at the top), without a trip through it. (Not into or
+                    // out of an isolation region: a region job's wrapper
+                    // sets and restores the worker's region around it.)
+                    Taken::Successor(ready)
+                        if !ready.region().is_isolated() && !worker.region().is_isolated() =>
+                    {
+                        worker.count_task(Rule::Successor);
+                        node = ready.node;
+                        continue 'nodes;
+                    }
+                    taken => taken.into_next(),
+                };
+            }
+            if bypass.is_some() || worker.tracing() {
+                // SAFETY: we still own the node.
+                return Some(unsafe { recycled(node, bypass, worker) });
+            }
+            // Recycled with nothing returned: rule 1 runs the node again right
+            // here, as a new start would (counted, and skipped if cancelled
+            // meanwhile), without a trip through the worker's loop. (With a
+            // trace on, each run goes through the loop to get its record.)
+            worker.count_task(Rule::Returned);
+            if header.cancelled.load(Ordering::Relaxed) || group.is_cancelled() {
+                // SAFETY: we own the node.
+                return unsafe { complete(node, worker, true, None) };
+            }
         }
     }
 }
@@ -736,6 +769,31 @@ unsafe fn recycled(node: NonNull<Header>, bypass: Option<JobRef>, worker: &Worke
     }
 }
 
+/// What completing a node leaves to run next on this worker.
+enum Taken {
+    Nothing,
+    /// The task the node returned (rule 1).
+    Bypass(JobRef),
+    /// A successor it made ready that may run here (rule 2).
+    Successor(ReadyNode),
+}
+
+impl Taken {
+    fn into_next(self) -> Option<Next> {
+        match self {
+            Taken::Nothing => None,
+            Taken::Bypass(job) => Some(Next {
+                job,
+                rule: Rule::Returned,
+            }),
+            Taken::Successor(ready) => Some(Next {
+                job: ready.into_job(),
+                rule: Rule::Successor,
+            }),
+        }
+    }
+}
+
 /// Complete a node that ran (or was skipped, `failed`): release each
 /// successor; the first one made ready that may run here is the next task
 /// (rule 2) unless `bypass` (rule 1) came first; the others are routed.
@@ -744,12 +802,12 @@ unsafe fn recycled(node: NonNull<Header>, bypass: Option<JobRef>, worker: &Worke
 /// # Safety
 /// The caller owns the node, which is not used afterwards.
 #[inline(always)]
-unsafe fn complete(
+unsafe fn finish(
     node: NonNull<Header>,
     worker: &WorkerThread,
     failed: bool,
     bypass: Option<JobRef>,
-) -> Option<Next> {
+) -> Taken {
     // SAFETY: we own the node until `free_and_release_unit`.
     let meta = unsafe { &mut *header(node).meta.get() };
     let mut successor = None;
@@ -762,16 +820,25 @@ unsafe fn complete(
     // SAFETY: we own the node and its successors were completed above.
     unsafe { free_and_release_unit(node) };
     match (bypass, successor) {
-        (Some(job), _) => Some(Next {
-            job,
-            rule: Rule::Returned,
-        }),
-        (None, Some(job)) => Some(Next {
-            job,
-            rule: Rule::Successor,
-        }),
-        (None, None) => None,
+        (Some(job), _) => Taken::Bypass(job),
+        (None, Some(ready)) => Taken::Successor(ready),
+        (None, None) => Taken::Nothing,
     }
+}
+
+/// [`finish`], with what it leaves to run as the worker loop's next job.
+///
+/// # Safety
+/// As for [`finish`].
+#[inline(always)]
+unsafe fn complete(
+    node: NonNull<Header>,
+    worker: &WorkerThread,
+    failed: bool,
+    bypass: Option<JobRef>,
+) -> Option<Next> {
+    // SAFETY: forwarded.
+    unsafe { finish(node, worker, failed, bypass) }.into_next()
 }
 
 /// Release one successor `s` of a completed node: if that made it ready,
@@ -783,7 +850,7 @@ fn release_successor(
     failed: bool,
     may_take: bool,
     worker: &WorkerThread,
-) -> Option<JobRef> {
+) -> Option<ReadyNode> {
     if failed {
         header_of(s).cancelled.store(true, Ordering::Relaxed);
     }
@@ -793,7 +860,7 @@ fn release_successor(
         cancel_chain(s);
         None
     } else if may_take && ready.is_local_to(worker.index()) {
-        Some(ready.into_job())
+        Some(ready)
     } else {
         ready.route_from(worker);
         None
@@ -808,12 +875,12 @@ fn release_rest(
     failed: bool,
     no_bypass: bool,
     worker: &WorkerThread,
-    successor: &mut Option<JobRef>,
+    successor: &mut Option<ReadyNode>,
 ) {
     for &s in rest {
         let may_take = no_bypass && successor.is_none();
-        if let Some(job) = release_successor(s, failed, may_take, worker) {
-            *successor = Some(job);
+        if let Some(ready) = release_successor(s, failed, may_take, worker) {
+            *successor = Some(ready);
         }
     }
 }
