@@ -537,11 +537,9 @@ impl ReadyNode {
 
     #[inline]
     pub(crate) fn into_job(self) -> JobRef {
-        // SAFETY: a ready node is owned by the holder of the ReadyNode.
-        let region = unsafe { (*header(self.node).meta.get()).region };
         // SAFETY: the node stays allocated until its execution completes
         // it, and it is pushed to exactly one queue.
-        unsafe { JobRef::new(self.node.cast(), execute_job, region) }
+        unsafe { JobRef::new(self.node.cast(), execute_job, self.region()) }
     }
 }
 
