@@ -412,7 +412,6 @@ impl<'a> Graph<'a> {
         CancelToken::new(self.shared.clone())
     }
 
-    /// `node`'s index, if it belongs to this graph.
     /// Room for one more node: doubling, as a vector grows, but into the
     /// kept array of a dropped graph when one is large enough.
     #[cold]
@@ -427,6 +426,7 @@ impl<'a> Graph<'a> {
         }
     }
 
+    /// `node`'s index, if it belongs to this graph.
     fn check(&self, node: NodeId) -> Result<usize, GraphError> {
         if node.graph != self.id || node.index() >= self.nodes.len() {
             return Err(GraphError::ForeignNode { node });
