@@ -38,27 +38,13 @@ impl<'w> Context<'w> {
     /// Push `task` onto this worker's own deque (rule 3 here, rule 6 for a
     /// thief). If it still has predecessors, it runs when they complete.
     pub fn spawn(&mut self, task: TaskRef) {
-        if let Some(ready) = task.submit(
-            self.group,
-            Some(Dispatch::Spawn),
-            None,
-            self.worker.region(),
-        ) {
-            ready.route_from(self.worker);
-        }
+        self.submit(task, Some(Dispatch::Spawn), None);
     }
 
     /// Push `task` onto the shared queue (rule 5): fair, approximately FIFO,
     /// and guaranteed to run eventually.
     pub fn enqueue(&mut self, task: TaskRef) {
-        if let Some(ready) = task.submit(
-            self.group,
-            Some(Dispatch::Enqueue),
-            None,
-            self.worker.region(),
-        ) {
-            ready.route_from(self.worker);
-        }
+        self.submit(task, Some(Dispatch::Enqueue), None);
     }
 
     /// Put `task` in worker `worker`'s mailbox (rule 4 for that worker).
@@ -68,10 +54,17 @@ impl<'w> Context<'w> {
         task: TaskRef,
     ) -> Result<(), AffinityError> {
         AffinityError::check(worker, self.num_workers())?;
-        if let Some(ready) = task.submit(self.group, None, Some(worker), self.worker.region()) {
+        self.submit(task, None, Some(worker));
+        Ok(())
+    }
+
+    /// Submit `task` to this task's group with the given placement (None
+    /// keeps the node's own) and route it if that made it ready.
+    #[inline]
+    fn submit(&self, task: TaskRef, dispatch: Option<Dispatch>, affinity: Option<usize>) {
+        if let Some(ready) = task.submit(self.group, dispatch, affinity, self.worker.region()) {
             ready.route_from(self.worker);
         }
-        Ok(())
     }
 
     /// Make a continuation: a node that inherits this task's successors and
