@@ -1,0 +1,191 @@
+//! Stress test of a continuation's pending count while its children run.
+//!
+//! A task that makes a continuation and then its children one at a time
+//! races them: a child spawned first may be stolen and finish while the
+//! task is still making the next one. The count of the continuation must
+//! then neither lose a unit (it would start before all its children
+//! delivered, or twice) nor keep one (it would never start: a hang, which
+//! the watchdog turns into a failure). Each node here makes 1 to 5
+//! children with a little work between them, and finishes by recycling as
+//! its last child, returning it (rule 1), or spawning it too; every
+//! continuation checks that all its children delivered before it runs.
+
+mod common;
+
+use common::finishes_within;
+use sixfold::{Context, Pool, Task, TaskRef};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// splitmix64: the shape of the tree is a function of the seed alone.
+fn mix(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Children of a node at `depth` with `seed` (0 for a leaf).
+fn fan_out(depth: u32, seed: u64) -> u64 {
+    if depth == 0 { 0 } else { 1 + mix(seed) % 5 }
+}
+
+fn child_seed(seed: u64, i: u64) -> u64 {
+    mix(seed ^ (i + 1).wrapping_mul(0xA24B_AED4_963E_E407))
+}
+
+/// Leaves of the tree, counted sequentially.
+fn leaves(depth: u32, seed: u64) -> u64 {
+    match fan_out(depth, seed) {
+        0 => 1,
+        k => (0..k).map(|i| leaves(depth - 1, child_seed(seed, i))).sum(),
+    }
+}
+
+/// A few hundred nanoseconds, so that children finish while their parent
+/// is still making their siblings.
+fn spin(seed: u64) {
+    let mut x = seed | 1;
+    for _ in 0..(seed % 64) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    black_box(x);
+}
+
+struct Node {
+    depth: u32,
+    seed: u64,
+}
+
+/// Waits for `expected` children, then hands their total upwards.
+struct Join {
+    expected: usize,
+    arrived: AtomicUsize,
+    total: AtomicU64,
+    out: Option<Arc<AtomicU64>>,
+    runs: Arc<AtomicUsize>,
+}
+
+impl Join {
+    fn new(expected: usize, out: Option<Arc<AtomicU64>>, runs: Arc<AtomicUsize>) -> Self {
+        Join {
+            expected,
+            arrived: AtomicUsize::new(0),
+            total: AtomicU64::new(0),
+            out,
+            runs,
+        }
+    }
+}
+
+fn deliver(cx: &Context<'_>, value: u64) {
+    let join = cx.successor::<Join>().expect("a Join successor");
+    join.total.fetch_add(value, Ordering::Relaxed);
+    join.arrived.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Task for Node {
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+        let k = fan_out(self.depth, self.seed);
+        if k == 0 {
+            spin(self.seed);
+            deliver(cx, 1);
+            return None;
+        }
+        let runs = cx
+            .successor::<Join>()
+            .expect("a Join successor")
+            .runs
+            .clone();
+        let join = cx.continuation(Join::new(k as usize, None, runs));
+        for i in 0..k - 1 {
+            let seed = child_seed(self.seed, i);
+            cx.spawn(join.child(Node {
+                depth: self.depth - 1,
+                seed,
+            }));
+            spin(seed);
+        }
+        let last = Node {
+            depth: self.depth - 1,
+            seed: child_seed(self.seed, k - 1),
+        };
+        match self.seed % 3 {
+            0 => {
+                *self = last;
+                cx.recycle();
+                None
+            }
+            1 => Some(join.child(last)),
+            _ => {
+                cx.spawn(join.child(last));
+                None
+            }
+        }
+    }
+}
+
+impl Task for Join {
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        let arrived = self.arrived.load(Ordering::Relaxed);
+        assert_eq!(
+            arrived, self.expected,
+            "a continuation started before all its children delivered"
+        );
+        let total = self.total.load(Ordering::Relaxed);
+        match &self.out {
+            Some(out) => out.store(total, Ordering::Relaxed),
+            None => deliver(cx, total),
+        }
+        None
+    }
+}
+
+/// Joins in the tree (one per inner node) plus the final one.
+fn joins(depth: u32, seed: u64) -> usize {
+    match fan_out(depth, seed) {
+        0 => 0,
+        k => {
+            1 + (0..k)
+                .map(|i| joins(depth - 1, child_seed(seed, i)))
+                .sum::<usize>()
+        }
+    }
+}
+
+fn run_tree(pool: &Pool, depth: u32, seed: u64) {
+    let out = Arc::new(AtomicU64::new(0));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut root = TaskRef::new(Node { depth, seed });
+    let last = TaskRef::new(Join::new(1, Some(out.clone()), runs.clone()));
+    root.precede(&last).expect("no cycle");
+    pool.run([root, last]);
+    assert_eq!(
+        out.load(Ordering::Relaxed),
+        leaves(depth, seed),
+        "seed {seed}"
+    );
+    assert_eq!(
+        runs.load(Ordering::Relaxed),
+        joins(depth, seed) + 1,
+        "every continuation runs exactly once (seed {seed})"
+    );
+}
+
+#[test]
+fn children_racing_their_parent_never_lose_or_keep_a_unit() {
+    for threads in [2, 4] {
+        finishes_within(Duration::from_secs(60), move || {
+            let pool = Pool::builder().num_threads(threads).build().unwrap();
+            for round in 0..1000u64 {
+                run_tree(&pool, 6, mix(round * 7 + threads as u64));
+            }
+        })
+        .unwrap_or_else(|()| panic!("a continuation never started ({threads} workers)"));
+    }
+}
