@@ -917,7 +917,7 @@ pub(crate) mod running {
     /// no unit (`cont` finishes after it).
     pub(crate) fn child_of<T: Task>(cont: NonNull<Header>, body: T) -> TaskRef {
         let child = Node::allocate(body);
-        add_unit_to_continuation(cont);
+        header(cont).pending.fetch_add(1, Ordering::Relaxed);
         // SAFETY: `child` is fresh; `cont` is not running yet and only the
         // task that made it (running on this thread) writes its meta.
         unsafe {
@@ -930,30 +930,6 @@ pub(crate) mod running {
             Ordering::Relaxed,
         );
         TaskRef::from_raw(child)
-    }
-
-    /// One more unit of `cont`'s pending count, for a child being made by
-    /// the task that made `cont`. That task holds a unit of it until it
-    /// ends (or a later continuation of the same task holds it, and cannot
-    /// start before the task ends).
-    ///
-    /// The other units belong to children made before, which may be
-    /// releasing theirs on other workers right now. At 1, only ours is
-    /// left: every earlier child has released (its decrement is before
-    /// the value read), nobody else can add, so no other thread can
-    /// change the count, and a plain store replaces the read-modify-write
-    /// (a locked instruction on every fork of a continuation-passing
-    /// recursion). Acquire pairs with those earlier releases, so their
-    /// writes reach whoever takes the continuation through our own later
-    /// release. `tests/continuation_stress.rs` races children against it.
-    #[inline]
-    fn add_unit_to_continuation(cont: NonNull<Header>) {
-        let pending = &header(cont).pending;
-        if pending.load(Ordering::Acquire) == 1 {
-            pending.store(2, Ordering::Relaxed);
-        } else {
-            pending.fetch_add(1, Ordering::Relaxed);
-        }
     }
 
     /// The body of `current`'s first successor, if it is a `T`.
