@@ -34,6 +34,17 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::{Arc, OnceLock};
 
+/// A unit of `group` for a job about to be spawned from `here` (the calling
+/// thread's worker of the scope's pool, if it is one): from its credit
+/// frame, or added on its own from outside the pool.
+#[inline]
+fn take_unit(here: Option<&WorkerThread>, group: &Group) {
+    match here {
+        Some(worker) => worker.take_unit(group),
+        None => group.add_unit(),
+    }
+}
+
 /// A scope for spawning borrowing tasks; see [`scope`].
 pub struct Scope<'scope> {
     group: Group,
@@ -88,10 +99,12 @@ where
 /// Run the scope's body, then wait for its jobs; resume the first panic,
 /// the body's own first.
 fn finish_scope<R>(worker: &WorkerThread, scope: &Scope<'_>, body: impl FnOnce() -> R) -> R {
-    let result = unwind::halt_unwinding(body);
-    // Drop the body's hold, then work until every spawned job is done.
+    // The body spawns on the owner's credit (`credit.rs`).
+    let (result, credit) = worker.with_unit_credit(&scope.group, || unwind::halt_unwinding(body));
+    // Drop the body's hold and its unused credit, then work until every
+    // spawned job is done.
     // SAFETY: the scope lives on the caller's frame until after the wait.
-    unsafe { CountLatch::release(scope.group.latch()) };
+    unsafe { CountLatch::release_many(scope.group.latch(), 1 + credit) };
     worker.wait_until(
         scope.group.latch().as_core().expect("a worker's latch"),
         Some(scope.group.used_shared_queue()),
@@ -128,10 +141,11 @@ impl<'scope> Scope<'scope> {
     where
         BODY: FnOnce(&Scope<'scope>) + Send + 'scope,
     {
-        self.group.add_unit();
-        // SAFETY: the unit just added keeps the scope alive for the job.
+        let here = WorkerThread::current_in(&self.registry);
+        take_unit(here, &self.group);
+        // SAFETY: the unit just taken keeps the scope alive for the job.
         let job_ref = unsafe { ScopeJob::into_job_ref(self, body, self.group.region()) };
-        match WorkerThread::current_in(&self.registry) {
+        match here {
             Some(worker) => worker.push(job_ref),
             None => {
                 self.group.used_shared_queue().note();
@@ -199,11 +213,12 @@ impl<'scope> ScopeFifo<'scope> {
     where
         BODY: FnOnce(&ScopeFifo<'scope>) + Send + 'scope,
     {
-        self.base.group.add_unit();
+        let here = WorkerThread::current_in(&self.base.registry);
+        take_unit(here, &self.base.group);
         let region = self.base.group.region();
-        // SAFETY: the unit just added keeps the scope alive for the job.
+        // SAFETY: the unit just taken keeps the scope alive for the job.
         let job_ref = unsafe { ScopeJob::into_job_ref(self, body, region) };
-        match WorkerThread::current_in(&self.base.registry) {
+        match here {
             // Spawned from another isolated region than the scope's: the
             // worker's FIFO may hold jobs of the scope's region ahead of
             // it, which a wait of this region must not run through the
@@ -297,7 +312,7 @@ where
         unsafe { JobRef::new(memory.cast(), Self::execute, region) }
     }
 
-    unsafe fn execute(this: NonNull<()>, _worker: &WorkerThread) -> Option<Next> {
+    unsafe fn execute(this: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
         let this = this.cast::<Self>();
         // SAFETY: made by `into_job_ref`, run once: we move the job out and
         // give its memory back, with the layout it was allocated with.
@@ -315,14 +330,17 @@ where
         let group_ptr = S::group(scope_ptr);
         // SAFETY: the scope outlives this job: we hold one of its units.
         let (scope, group) = unsafe { (&*scope_ptr, &*group_ptr) };
-        // rayon's contract: run even after a sibling panicked.
+        // rayon's contract: run even after a sibling panicked. The body
+        // spawns on this job's credit (`credit.rs`).
         let ScopeJob { body, .. } = job;
-        if let Err(payload) = unwind::halt_unwinding(|| body(scope)) {
-            group.record_panic(payload);
-        }
-        // Last: the owner may end the scope as soon as the unit is gone.
+        let ((), credit) = worker.with_unit_credit(group, || {
+            if let Err(payload) = unwind::halt_unwinding(|| body(scope)) {
+                group.record_panic(payload);
+            }
+        });
+        // Last: the owner may end the scope as soon as the units are gone.
         // SAFETY: live until this release, which is our last touch.
-        unsafe { Group::release_unit(group_ptr) };
+        unsafe { Group::release_units(group_ptr, 1 + credit) };
         None
     }
 }

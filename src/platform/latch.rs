@@ -210,9 +210,19 @@ impl CountLatch {
     /// set; nothing here touches it after that.
     #[inline]
     pub(crate) unsafe fn release(this: *const Self) {
+        // SAFETY: forwarded.
+        unsafe { Self::release_many(this, 1) }
+    }
+
+    /// `n` pieces finished at once (a unit holder and its unused credit).
+    ///
+    /// # Safety
+    /// As for [`release`](Self::release), with `n` units the caller's.
+    #[inline]
+    pub(crate) unsafe fn release_many(this: *const Self, n: usize) {
         // SAFETY: live until the count reaches zero and the latch is set.
         unsafe {
-            if (*this).count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if (*this).count.fetch_sub(n, Ordering::AcqRel) == n {
                 Self::set_now(this);
             }
         }

@@ -120,6 +120,31 @@ impl Group {
         }
     }
 
+    /// `n` more units at once (a credit batch, `credit.rs`).
+    #[inline]
+    pub(crate) fn add_units(&self, n: usize) {
+        match &*self.completion {
+            Completion::Structured(latch) => latch.add(n),
+            Completion::Static(idle) => idle.add_many(n),
+        }
+    }
+
+    /// A unit holder finished and gives back `n` units (its own and its
+    /// unused credit). Must be the caller's last touch of the group.
+    ///
+    /// # Safety
+    /// As for [`release_unit`](Self::release_unit), for `n` units.
+    #[inline]
+    pub(crate) unsafe fn release_units(this: *const Group, n: usize) {
+        // SAFETY: as in `release_unit`.
+        unsafe {
+            match &*(*this).completion {
+                Completion::Structured(latch) => CountLatch::release_many(latch, n),
+                Completion::Static(idle) => idle.release_many(n),
+            }
+        }
+    }
+
     /// A unit holder finished. Must be the caller's last touch of the group.
     ///
     /// # Safety
@@ -215,9 +240,18 @@ impl IdleCounter {
         self.count.fetch_add(1, Ordering::SeqCst);
     }
 
+    fn add_many(&self, n: usize) {
+        self.count.fetch_add(n, Ordering::SeqCst);
+    }
+
     #[inline]
     fn release(&self) {
-        if self.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+        self.release_many(1);
+    }
+
+    #[inline]
+    fn release_many(&self, n: usize) {
+        if self.count.fetch_sub(n, Ordering::AcqRel) == n {
             fence(Ordering::SeqCst);
             if self.waiters.load(Ordering::SeqCst) > 0 {
                 let _guard = self.lock.lock();

@@ -1,9 +1,10 @@
 //! The scheduler layer: the worker threads and their six-rule loop
 //! (`thread.rs`), the registry that owns a pool's queues and routes ready
 //! work (`registry.rs`), the threads' start and end (`lifecycle.rs`), the
-//! groups that structured waits wait for (`group.rs`), and the sleep
-//! protocol (`sleep/`).
+//! groups that structured waits wait for (`group.rs`) and the unit credit
+//! of scope jobs (`credit.rs`), and the sleep protocol (`sleep/`).
 
+pub(crate) mod credit;
 pub(crate) mod group;
 pub(crate) mod lifecycle;
 pub(crate) mod registry;

@@ -54,6 +54,7 @@ use crate::queues::job::{self, Runner};
 use crate::queues::proxy::{Proxy, Taken};
 use crate::queues::region::{self, Region};
 use crate::queues::shared_queue::SharedQueueFlag;
+use crate::worker::credit::UnitCredit;
 use crate::worker::registry;
 use std::cell::{Cell, RefCell};
 use std::ptr::{self, NonNull};
@@ -220,6 +221,9 @@ pub(crate) struct WorkerThread {
     /// A nested wait whose frame lies below this address (half of the
     /// stack used) does not steal.
     steal_floor: usize,
+    /// Units of a scope's group that the scope job (or scope body) running
+    /// on this thread added ahead for its spawns (`credit.rs`).
+    pub(super) unit_credit: Cell<UnitCredit>,
     /// The pool records a trace (`trace.rs`): copied here, so the hot path
     /// tests a flag it owns.
     tracing: bool,
@@ -257,6 +261,7 @@ impl WorkerThread {
             registry,
             previous,
             wait_depth: Cell::new(0),
+            unit_credit: Cell::new(UnitCredit::NONE),
             region: Cell::new(start_region),
             tracing: registry_tracing,
             trace_name: RefCell::new(None),
