@@ -163,6 +163,15 @@ impl<W: Runner> JobRef<W> {
     }
 
     /// Is this an entry of a proxy (a task with affinity, placed twice)?
+    /// Is this a plain job (no proxy, no region wrapper) that `execute_fn`
+    /// runs? A false "no" is harmless to callers; a false "yes" would need
+    /// two functions at one address, and `execute_fn` is not generic.
+    #[inline]
+    pub(crate) fn is_plain_run_by(&self, execute_fn: ExecuteFn<W>) -> bool {
+        self.pointer.as_ptr() as usize & TAGS == 0
+            && std::ptr::fn_addr_eq(self.execute_fn, execute_fn)
+    }
+
     #[inline]
     pub(crate) fn is_proxy(&self) -> bool {
         self.pointer.as_ptr() as usize & PROXY_TAG != 0

@@ -40,7 +40,7 @@ use crate::queues::region::Region;
 use crate::worker::group::Group;
 use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
-use crate::worker::thread::{JobRef, Next};
+use crate::worker::thread::{ExecuteFn, JobRef, Next};
 use std::alloc::Layout;
 use std::any::TypeId;
 use std::cell::UnsafeCell;
@@ -707,6 +707,17 @@ unsafe fn execute_node(mut node: NonNull<Header>, worker: &WorkerThread) -> Opti
                     {
                         worker.count_task(Rule::Successor);
                         node = ready.node;
+                        continue 'nodes;
+                    }
+                    // Nothing made ready: rule 3 right here when the loop
+                    // would take the deque's newest job next anyway and it
+                    // is a task node (a spawned child, in a fork-join).
+                    Taken::Nothing => {
+                        let job = worker.pop_own_task_in_main_loop(|job| {
+                            job.is_plain_run_by(execute_job as ExecuteFn)
+                        })?;
+                        worker.count_task(Rule::OwnDeque);
+                        node = job.pointer().cast();
                         continue 'nodes;
                     }
                     taken => taken.into_next(),

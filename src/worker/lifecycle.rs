@@ -243,7 +243,7 @@ fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
             unwind::payload_message(&*payload)
         );
     }
-    worker.wait_until(registry.terminate_latch(index), None);
+    worker.serve_until(registry.terminate_latch(index));
     worker.release_leftovers();
     if let Some(handler) = &registry.exit_handler
         && let Err(payload) = unwind::halt_unwinding(|| handler(index))

@@ -176,6 +176,8 @@ impl WorkerGuard {
 pub(crate) type JobRef = job::JobRef<WorkerThread>;
 /// What a finished job hands straight to its worker (rules 1 and 2).
 pub(crate) type Next = job::Next<WorkerThread>;
+/// The entry point of a job run by a `WorkerThread`.
+pub(crate) type ExecuteFn = job::ExecuteFn<WorkerThread>;
 /// A pool's shared state, with `WorkerThread`s as its workers.
 pub(crate) type Registry = registry::Registry<WorkerThread>;
 
@@ -215,6 +217,9 @@ pub(crate) struct WorkerThread {
     counters: *const WorkerCounters,
     /// Waits on this thread's stack right now (0 in no wait).
     wait_depth: Cell<u32>,
+    /// The outermost wait is a pool thread's main loop, whose latch only
+    /// says "shut down" (not a guest's, which waits for its caller's work).
+    serving: Cell<bool>,
     /// The isolation region of what this worker runs right now: adopted
     /// from each job it starts, set by `isolate` (`fork_join/isolate.rs`).
     region: Cell<Region>,
@@ -261,6 +266,7 @@ impl WorkerThread {
             registry,
             previous,
             wait_depth: Cell::new(0),
+            serving: Cell::new(false),
             unit_credit: Cell::new(UnitCredit::NONE),
             region: Cell::new(start_region),
             tracing: registry_tracing,
@@ -376,6 +382,40 @@ impl WorkerThread {
     #[inline]
     pub(crate) fn count_task(&self, rule: Rule) {
         self.counters().task(rule);
+    }
+
+    /// A pool thread's main loop: work until `terminate` is set.
+    pub(crate) fn serve_until(&self, terminate: &CoreLatch) {
+        self.serving.set(true);
+        self.wait_until(terminate, None);
+        self.serving.set(false);
+    }
+
+    /// Rule 3 for a task that just finished, without going back through
+    /// the worker's loop: the newest job of the own deque, if it is one
+    /// `is_ready_task` accepts; None if the deque is empty or its newest
+    /// job is not such a task (it stays there, for the loop to take).
+    ///
+    /// Only in a pool thread's main loop outside isolated regions, where
+    /// the loop would take exactly that job next: its latch only asks the
+    /// thread to shut down, so not probing it first changes nothing a
+    /// caller waits for (a nested wait's latch would: it returns as soon
+    /// as its own work is done, not after the worker's other work).
+    #[inline]
+    pub(crate) fn pop_own_task_in_main_loop(
+        &self,
+        is_ready_task: impl FnOnce(&JobRef) -> bool,
+    ) -> Option<JobRef> {
+        if !self.serving.get() || self.wait_depth.get() != 1 || self.region.get().is_isolated() {
+            return None;
+        }
+        let job = self.deque.pop()?;
+        if is_ready_task(&job) {
+            return Some(job);
+        }
+        // Back where it was, for the loop (a proxy needs resolving first).
+        self.deque.push(job);
+        None
     }
 
     /// Rules 1 and 2: run `job`, then whatever each task hands straight back.
