@@ -205,3 +205,32 @@ fn enqueued_work_runs_after_nested_waits_end() {
     pool.wait_idle();
     assert_eq!(ran.load(Ordering::Relaxed), 200);
 }
+
+/// A task node that finishes takes the next task node of its deque itself
+/// only in the worker's main loop (`pop_own_task_in_main_loop`): a nested
+/// `run` returns as soon as its own node is done, not after the unrelated
+/// nodes beneath it in the deque (here 50 of 1 ms each).
+#[test]
+fn a_nested_run_returns_before_the_unrelated_nodes_in_its_deque() {
+    let pool = Arc::new(Pool::builder().num_threads(1).build().unwrap());
+    let slow_ran = Arc::new(AtomicUsize::new(0));
+    let seen_at_return = Arc::new(AtomicUsize::new(usize::MAX));
+    let (p, slow, seen) = (pool.clone(), slow_ran.clone(), seen_at_return.clone());
+    pool.run([TaskRef::from_fn(move |cx| {
+        for _ in 0..50 {
+            let slow = slow.clone();
+            cx.spawn(TaskRef::from_fn(move |_| {
+                std::thread::sleep(Duration::from_millis(1));
+                slow.fetch_add(1, Ordering::Relaxed);
+            }));
+        }
+        p.run([TaskRef::from_fn(|_| {})]);
+        seen.store(slow.load(Ordering::Relaxed), Ordering::Relaxed);
+    })]);
+    assert_eq!(slow_ran.load(Ordering::Relaxed), 50);
+    assert_eq!(
+        seen_at_return.load(Ordering::Relaxed),
+        0,
+        "the nested run waited for unrelated nodes"
+    );
+}
