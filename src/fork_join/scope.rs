@@ -40,7 +40,7 @@ use std::sync::{Arc, OnceLock};
 #[inline]
 fn take_unit(here: Option<&WorkerThread>, group: &Group) {
     match here {
-        Some(worker) => worker.take_unit(group),
+        Some(worker) => worker.unit_credit().take_unit(group),
         None => group.add_unit(),
     }
 }
@@ -100,7 +100,9 @@ where
 /// the body's own first.
 fn finish_scope<R>(worker: &WorkerThread, scope: &Scope<'_>, body: impl FnOnce() -> R) -> R {
     // The body spawns on the owner's credit (`credit.rs`).
-    let (result, credit) = worker.with_unit_credit(&scope.group, || unwind::halt_unwinding(body));
+    let (result, credit) = worker
+        .unit_credit()
+        .with_frame(&scope.group, || unwind::halt_unwinding(body));
     // Drop the body's hold and its unused credit, then work until every
     // spawned job is done.
     // SAFETY: the scope lives on the caller's frame until after the wait.
@@ -333,7 +335,7 @@ where
         // rayon's contract: run even after a sibling panicked. The body
         // spawns on this job's credit (`credit.rs`).
         let ScopeJob { body, .. } = job;
-        let ((), credit) = worker.with_unit_credit(group, || {
+        let ((), credit) = worker.unit_credit().with_frame(group, || {
             if let Err(payload) = unwind::halt_unwinding(|| body(scope)) {
                 group.record_panic(payload);
             }

@@ -22,36 +22,44 @@
 //! a frame never unwinds (callers catch panics inside it).
 
 use crate::worker::group::Group;
-use crate::worker::thread::WorkerThread;
+use std::cell::Cell;
 use std::ptr;
 
 /// Units added at once when a frame runs out.
 const CREDIT_BATCH: usize = 32;
 
-/// The innermost credit frame of a thread: its group and the units it
-/// still holds for spawns.
+/// A credit frame: its group and the units it still holds for spawns.
 #[derive(Clone, Copy)]
-pub(crate) struct UnitCredit {
+struct UnitCredit {
     group: *const Group,
     units: usize,
 }
 
-impl UnitCredit {
-    pub(crate) const NONE: UnitCredit = UnitCredit {
-        group: ptr::null(),
-        units: 0,
-    };
+/// The credit frames of one thread (a field of its `WorkerThread`): only
+/// the innermost is kept here, the outer ones on the stack of the calls
+/// that opened them.
+pub(crate) struct CreditFrames {
+    innermost: Cell<UnitCredit>,
 }
 
-impl WorkerThread {
+impl CreditFrames {
+    pub(crate) const fn new() -> Self {
+        CreditFrames {
+            innermost: Cell::new(UnitCredit {
+                group: ptr::null(),
+                units: 0,
+            }),
+        }
+    }
+
     /// Run `f` (which must not unwind) in a credit frame for `group`;
     /// returns its result and the frame's leftover units, which the caller
     /// releases together with its own unit.
     #[inline]
-    pub(crate) fn with_unit_credit<R>(&self, group: &Group, f: impl FnOnce() -> R) -> (R, usize) {
-        let outer = self.unit_credit.replace(UnitCredit { group, units: 0 });
+    pub(crate) fn with_frame<R>(&self, group: &Group, f: impl FnOnce() -> R) -> (R, usize) {
+        let outer = self.innermost.replace(UnitCredit { group, units: 0 });
         let result = f();
-        let ours = self.unit_credit.replace(outer);
+        let ours = self.innermost.replace(outer);
         debug_assert!(ptr::eq(ours.group, group), "credit frames nest");
         (result, ours.units)
     }
@@ -61,7 +69,7 @@ impl WorkerThread {
     /// batch when it is empty), else added to the count on its own.
     #[inline]
     pub(crate) fn take_unit(&self, group: &Group) {
-        let mut credit = self.unit_credit.get();
+        let mut credit = self.innermost.get();
         if !ptr::eq(credit.group, group) {
             group.add_unit();
             return;
@@ -71,6 +79,6 @@ impl WorkerThread {
             credit.units = CREDIT_BATCH;
         }
         credit.units -= 1;
-        self.unit_credit.set(credit);
+        self.innermost.set(credit);
     }
 }

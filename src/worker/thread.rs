@@ -54,7 +54,7 @@ use crate::queues::job::{self, Runner};
 use crate::queues::proxy::{Proxy, Taken};
 use crate::queues::region::{self, Region};
 use crate::queues::shared_queue::SharedQueueFlag;
-use crate::worker::credit::UnitCredit;
+use crate::worker::credit::CreditFrames;
 use crate::worker::registry;
 use std::cell::{Cell, RefCell};
 use std::ptr::{self, NonNull};
@@ -228,7 +228,7 @@ pub(crate) struct WorkerThread {
     steal_floor: usize,
     /// Units of a scope's group that the scope job (or scope body) running
     /// on this thread added ahead for its spawns (`credit.rs`).
-    pub(super) unit_credit: Cell<UnitCredit>,
+    unit_credit: CreditFrames,
     /// The pool records a trace (`trace.rs`): copied here, so the hot path
     /// tests a flag it owns.
     tracing: bool,
@@ -267,7 +267,7 @@ impl WorkerThread {
             previous,
             wait_depth: Cell::new(0),
             serving: Cell::new(false),
-            unit_credit: Cell::new(UnitCredit::NONE),
+            unit_credit: CreditFrames::new(),
             region: Cell::new(start_region),
             tracing: registry_tracing,
             trace_name: RefCell::new(None),
@@ -382,6 +382,12 @@ impl WorkerThread {
     #[inline]
     pub(crate) fn count_task(&self, rule: Rule) {
         self.counters().task(rule);
+    }
+
+    /// The scope credit frames of this thread (`credit.rs`).
+    #[inline]
+    pub(crate) fn unit_credit(&self) -> &CreditFrames {
+        &self.unit_credit
     }
 
     /// A pool thread's main loop: work until `terminate` is set.
