@@ -12,20 +12,12 @@
 
 mod common;
 
-use common::finishes_within;
+use common::{finishes_within, mix};
 use sixfold::{Context, Pool, Task, TaskRef};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
-
-/// splitmix64: the shape of the tree is a function of the seed alone.
-fn mix(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// Children of a node at `depth` with `seed` (0 for a leaf).
 fn fan_out(depth: u32, seed: u64) -> u64 {

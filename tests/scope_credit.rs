@@ -12,18 +12,11 @@
 
 mod common;
 
-use common::{quiet_intentional_panics, within};
+use common::{mix, quiet_intentional_panics, within};
 use sixfold::{Pool, Scope, ScopeFifo};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-
-fn mix(seed: u64) -> u64 {
-    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// Children of the job with `seed` at `depth`: a few, sometimes many.
 fn children(depth: u32, seed: u64) -> u64 {

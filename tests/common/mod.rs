@@ -103,3 +103,12 @@ pub fn panic_message(payload: &(dyn Any + Send)) -> String {
         "<non-string payload>".to_owned()
     }
 }
+
+/// splitmix64's output function: a seed's well-mixed hash, so that a
+/// randomized test's shapes are a function of its seed alone.
+pub fn mix(seed: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
