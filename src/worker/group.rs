@@ -120,29 +120,24 @@ impl Group {
         }
     }
 
-    /// `n` more units at once (a credit batch, `credit.rs`).
+    /// `n` more units of a scope's (structured) group at once: a credit
+    /// batch (`credit.rs`).
     #[inline]
     pub(crate) fn add_units(&self, n: usize) {
-        match &*self.completion {
-            Completion::Structured(latch) => latch.add(n),
-            Completion::Static(idle) => idle.add_many(n),
-        }
+        self.latch().add(n);
     }
 
-    /// A unit holder finished and gives back `n` units (its own and its
-    /// unused credit). Must be the caller's last touch of the group.
+    /// A unit holder of a scope's (structured) group finished and gives
+    /// back `n` units (its own and its unused credit). Must be the caller's
+    /// last touch of the group.
     ///
     /// # Safety
     /// As for [`release_unit`](Self::release_unit), for `n` units.
     #[inline]
     pub(crate) unsafe fn release_units(this: *const Group, n: usize) {
-        // SAFETY: as in `release_unit`.
-        unsafe {
-            match &*(*this).completion {
-                Completion::Structured(latch) => CountLatch::release_many(latch, n),
-                Completion::Static(idle) => idle.release_many(n),
-            }
-        }
+        // SAFETY: as in `release_unit`; the latch is released through a
+        // raw pointer, since it may be freed once the count reaches zero.
+        unsafe { CountLatch::release_many((*this).latch(), n) }
     }
 
     /// A unit holder finished. Must be the caller's last touch of the group.
@@ -240,18 +235,9 @@ impl IdleCounter {
         self.count.fetch_add(1, Ordering::SeqCst);
     }
 
-    fn add_many(&self, n: usize) {
-        self.count.fetch_add(n, Ordering::SeqCst);
-    }
-
     #[inline]
     fn release(&self) {
-        self.release_many(1);
-    }
-
-    #[inline]
-    fn release_many(&self, n: usize) {
-        if self.count.fetch_sub(n, Ordering::AcqRel) == n {
+        if self.count.fetch_sub(1, Ordering::AcqRel) == 1 {
             fence(Ordering::SeqCst);
             if self.waiters.load(Ordering::SeqCst) > 0 {
                 let _guard = self.lock.lock();
