@@ -392,6 +392,13 @@ impl WorkerThread {
 
     /// A pool thread's main loop: work until `terminate` is set.
     pub(crate) fn serve_until(&self, terminate: &CoreLatch) {
+        // A thread's first steal registers it with crossbeam's epoch
+        // collector, an allocation: done here, on our own (empty) deque,
+        // so that a warm pool schedules without allocating even when this
+        // worker first steals late (`tests/graph_alloc.rs` saw it).
+        if let Steal::Success(job) = self.registry.stealer(self.index).steal() {
+            self.deque.push(job);
+        }
         self.serving.set(true);
         self.wait_until(terminate, None);
         self.serving.set(false);
