@@ -20,9 +20,8 @@
 
 use crate::error::AffinityError;
 use crate::queues::dispatch::Dispatch;
-use crate::task::node::{self, Context, Header, Task, TaskRef};
+use crate::task::node::{self, Context, Task, TaskRef};
 use std::marker::PhantomData;
-use std::ptr::NonNull;
 
 impl<'w> Context<'w> {
     /// The index of the worker running this task.
@@ -69,6 +68,7 @@ impl<'w> Context<'w> {
 
     /// Make a continuation: a node that inherits this task's successors and
     /// runs after this task and all of the continuation's children.
+    #[inline(always)]
     pub fn continuation<T: Task>(&mut self, task: T) -> Continuation<'w> {
         Continuation {
             node: node::running::continuation(self.node, self.group, task),
@@ -98,7 +98,7 @@ impl<'w> Context<'w> {
 /// [`Continuation::child`]. It starts once the task that made it and all the
 /// children have completed.
 pub struct Continuation<'w> {
-    node: NonNull<Header>,
+    node: node::running::ContinuationRef,
     _not_send: PhantomData<(&'w (), *const ())>,
 }
 
@@ -106,6 +106,7 @@ impl Continuation<'_> {
     /// A new node that the continuation waits for. Hand it to the scheduler
     /// (spawn it, or return it from `execute`); dropping it cancels the
     /// continuation.
+    #[inline(always)]
     pub fn child<T: Task>(&self, task: T) -> TaskRef {
         node::running::child_of(self.node, task)
     }

@@ -199,6 +199,28 @@ struct Node<T> {
     body: UnsafeCell<T>,
 }
 
+/// The header fields a new node starts with (the rest start the same for
+/// every node: one hold, not cancelled, spawn dispatch, no affinity).
+struct NodeStart {
+    successors: Successors,
+    region: Region,
+    group: *mut Group,
+    holds_unit: bool,
+}
+
+impl NodeStart {
+    /// A node for a handle: no edges, no group until it is submitted.
+    const UNSUBMITTED: NodeStart = NodeStart {
+        successors: Successors {
+            first: None,
+            rest: None,
+        },
+        region: Region::NONE,
+        group: ptr::null_mut(),
+        holds_unit: false,
+    };
+}
+
 impl<T: Task> Node<T> {
     const VTABLE: VTable = VTable {
         execute: Self::execute,
@@ -206,8 +228,26 @@ impl<T: Task> Node<T> {
         type_id: TypeId::of::<T>,
     };
 
-    #[inline]
+    /// The vtable of `T`'s nodes, from one function so that its address is
+    /// the same at every use in a crate (a constant referenced from code
+    /// inlined into several codegen units may be emitted once per unit):
+    /// `successor_body` compares addresses first.
+    #[inline(never)]
+    fn vtable() -> &'static VTable {
+        &Self::VTABLE
+    }
+
+    #[inline(always)]
     fn allocate(body: T) -> NonNull<Header> {
+        Self::allocate_with(body, NodeStart::UNSUBMITTED)
+    }
+
+    /// A node whose header starts as `start` says. Every field is written
+    /// once and not read back: a fork writes two nodes and then uses them
+    /// at once, and a load of a field still in the store buffer (written
+    /// wider, or read back in part) stalls until the store completes.
+    #[inline(always)]
+    fn allocate_with(body: T, start: NodeStart) -> NonNull<Header> {
         // Memory first, then the node written into it in place (built on
         // the stack and copied, it cost a third more instructions).
         let memory = node_alloc::allocate(Layout::new::<Node<T>>()).cast::<Node<T>>();
@@ -217,15 +257,15 @@ impl<T: Task> Node<T> {
                 header: Header {
                     pending: AtomicU32::new(1),
                     cancelled: AtomicBool::new(false),
-                    group: AtomicPtr::new(ptr::null_mut()),
+                    group: AtomicPtr::new(start.group),
                     meta: UnsafeCell::new(Meta {
                         dispatch: Dispatch::Spawn,
                         affinity: NO_AFFINITY,
-                        region: Region::NONE,
-                        holds_unit: false,
-                        successors: Successors::default(),
+                        region: start.region,
+                        holds_unit: start.holds_unit,
+                        successors: start.successors,
                     }),
-                    vtable: &Self::VTABLE,
+                    vtable: Self::vtable(),
                 },
                 body: UnsafeCell::new(body),
             })
@@ -899,48 +939,89 @@ fn release_rest(
 pub(crate) mod running {
     use super::*;
 
+    /// A continuation being given children: its node, and the region and
+    /// group its children inherit (kept here, not read back from the node,
+    /// whose fields were just written).
+    #[derive(Clone, Copy)]
+    pub(crate) struct ContinuationRef {
+        node: NonNull<Header>,
+        region: Region,
+        group: *mut Group,
+    }
+
     /// Make a continuation of the running node `current`: it takes over
     /// `current`'s successors and group unit, and `current` becomes its
     /// only predecessor for now (so it cannot start before `current` ends).
+    #[inline(always)]
     pub(crate) fn continuation<T: Task>(
         current: NonNull<Header>,
         group: &Group,
         body: T,
-    ) -> NonNull<Header> {
-        let cont = Node::allocate(body);
-        // SAFETY: `current` is running on this thread, so we own its meta;
-        // `cont` is fresh.
-        unsafe {
-            let current_meta = &mut *header(current).meta.get();
-            let cont_meta = &mut *header(cont).meta.get();
-            cont_meta.region = current_meta.region;
-            cont_meta.successors = std::mem::take(&mut current_meta.successors);
-            cont_meta.holds_unit = std::mem::replace(&mut current_meta.holds_unit, false);
-            current_meta.successors.push(cont);
+    ) -> ContinuationRef {
+        // SAFETY: `current` is running on this thread, so we own its meta.
+        let current_meta = unsafe { &mut *header(current).meta.get() };
+        let region = current_meta.region;
+        let group = group as *const Group as *mut Group;
+        let cont = Node::allocate_with(
+            body,
+            NodeStart {
+                successors: std::mem::take(&mut current_meta.successors),
+                region,
+                group,
+                holds_unit: std::mem::replace(&mut current_meta.holds_unit, false),
+            },
+        );
+        // Emptied by the take above.
+        current_meta.successors.first = Some(cont);
+        ContinuationRef {
+            node: cont,
+            region,
+            group,
         }
-        header(cont)
-            .group
-            .store(group as *const Group as *mut Group, Ordering::Relaxed);
-        cont
     }
 
     /// A new node whose only successor is `cont`, in `cont`'s group, holding
     /// no unit (`cont` finishes after it).
-    pub(crate) fn child_of<T: Task>(cont: NonNull<Header>, body: T) -> TaskRef {
-        let child = Node::allocate(body);
-        header(cont).pending.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: `child` is fresh; `cont` is not running yet and only the
-        // task that made it (running on this thread) writes its meta.
-        unsafe {
-            let child_meta = &mut *header(child).meta.get();
-            child_meta.successors.push(cont);
-            child_meta.region = (*header(cont).meta.get()).region;
-        }
-        header(child).group.store(
-            header(cont).group.load(Ordering::Relaxed),
-            Ordering::Relaxed,
+    #[inline(always)]
+    pub(crate) fn child_of<T: Task>(cont: ContinuationRef, body: T) -> TaskRef {
+        let child = Node::allocate_with(
+            body,
+            NodeStart {
+                successors: Successors {
+                    first: Some(cont.node),
+                    rest: None,
+                },
+                region: cont.region,
+                group: cont.group,
+                holds_unit: false,
+            },
         );
+        add_unit_to_continuation(cont.node);
         TaskRef::from_raw(child)
+    }
+
+    /// One more unit of `cont`'s pending count, for a child being made by
+    /// the task that made `cont`. That task holds a unit of it until it
+    /// ends (or a later continuation of the same task holds it, and cannot
+    /// start before the task ends).
+    ///
+    /// The other units belong to children made before, which may be
+    /// releasing theirs on other workers right now. At 1, only ours is
+    /// left: every earlier child has released (its decrement is before
+    /// the value read), nobody else can add, so no other thread can
+    /// change the count, and a plain store replaces the read-modify-write
+    /// (a locked instruction on every fork of a continuation-passing
+    /// recursion). Acquire pairs with those earlier releases, so their
+    /// writes reach whoever takes the continuation through our own later
+    /// release. `tests/continuation_stress.rs` races children against it.
+    #[inline]
+    fn add_unit_to_continuation(cont: NonNull<Header>) {
+        let pending = &header(cont).pending;
+        if pending.load(Ordering::Acquire) == 1 {
+            pending.store(2, Ordering::Relaxed);
+        } else {
+            pending.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The body of `current`'s first successor, if it is a `T`.
@@ -955,7 +1036,8 @@ pub(crate) mod running {
         // always; the type id (a call through the vtable) decides when the
         // same vtable was emitted twice (addresses of constants are not
         // guaranteed unique).
-        if !ptr::eq(succ.vtable, &Node::<T>::VTABLE) && (succ.vtable.type_id)() != TypeId::of::<T>()
+        if !ptr::eq(succ.vtable, Node::<T>::vtable())
+            && (succ.vtable.type_id)() != TypeId::of::<T>()
         {
             return None;
         }
