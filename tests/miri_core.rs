@@ -115,6 +115,52 @@ fn dropping_an_unsubmitted_node_cancels_it_and_its_successors() {
 }
 
 #[test]
+fn a_node_with_many_successors_releases_each_once_run_or_dropped() {
+    // One successor sits in the node's list word; from the second on the
+    // list is a boxed vector (successors.rs), walked by the cycle check,
+    // by completion, by cancellation, and freed with the node.
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let task = |name: &'static str| {
+        let log = log.clone();
+        TaskRef::from_fn(move |_| log.lock().unwrap().push(name))
+    };
+    let (mut a, mut b, mut c, mut d, mut e) =
+        (task("a"), task("b"), task("c"), task("d"), task("e"));
+    for next in [&b, &c, &d] {
+        a.precede(next).unwrap();
+    }
+    for before in [&mut b, &mut c, &mut d] {
+        before.precede(&e).unwrap();
+    }
+    assert_eq!(e.pending_predecessors(), 3);
+    assert!(
+        e.precede(&a).is_err(),
+        "e -> a closes a cycle through a's vector"
+    );
+    pool.run([a, b, c, d, e]);
+    let log = log.lock().unwrap().clone();
+    assert_eq!((log.len(), log[0], log[4]), (5, "a", "e"));
+
+    // Dropped unsubmitted: every successor in the vector is cancelled.
+    let ran = Arc::new(AtomicUsize::new(0));
+    let count = || {
+        let ran = ran.clone();
+        TaskRef::from_fn(move |_| {
+            ran.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    let mut root = count();
+    let rest: Vec<TaskRef> = (0..3).map(|_| count()).collect();
+    for next in &rest {
+        root.precede(next).unwrap();
+    }
+    drop(root);
+    pool.run(rest);
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+}
+
+#[test]
 fn cycle_is_refused_and_nodes_are_freed() {
     let mut a = TaskRef::from_fn(|_| {});
     let mut b = TaskRef::from_fn(|_| {});

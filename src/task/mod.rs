@@ -6,6 +6,7 @@
 pub(crate) mod context;
 pub(crate) mod node;
 pub(crate) mod submit;
+pub(crate) mod successors;
 
 pub use context::Continuation;
 pub use node::{Context, Task, TaskRef};

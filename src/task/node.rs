@@ -37,6 +37,7 @@ use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use crate::platform::unwind;
 use crate::queues::dispatch::Dispatch;
 use crate::queues::region::Region;
+use crate::task::successors::Successors;
 use crate::worker::group::Group;
 use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
@@ -126,37 +127,6 @@ where
 
 const NO_AFFINITY: u32 = u32::MAX;
 
-/// The successors of a node: the first inline (most nodes have at most one),
-/// the rest in a vector behind one pointer, allocated only when used (so
-/// the header stays small enough for a one-shot node to fit 64 bytes).
-#[derive(Default)]
-pub(crate) struct Successors {
-    first: Option<NonNull<Header>>,
-    // Boxed on purpose: one word in the header instead of a Vec's three.
-    #[allow(clippy::box_collection)]
-    rest: Option<Box<Vec<NonNull<Header>>>>,
-}
-
-impl Successors {
-    #[inline]
-    fn push(&mut self, node: NonNull<Header>) {
-        if self.first.is_none() {
-            self.first = Some(node);
-        } else {
-            self.rest.get_or_insert_default().push(node);
-        }
-    }
-
-    fn iter(&self) -> impl Iterator<Item = NonNull<Header>> + '_ {
-        let rest = self.rest.as_deref().map_or(&[][..], Vec::as_slice);
-        self.first.into_iter().chain(rest.iter().copied())
-    }
-
-    fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
-}
-
 /// The fields only the node's current owner touches.
 struct Meta {
     dispatch: Dispatch,
@@ -191,7 +161,7 @@ pub(crate) struct Header {
 // class of the node allocator: one line to write, submit, run and free.
 // (Loom's atomics are larger: the bound is for real builds.)
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Header>() <= 56);
+const _: () = assert!(std::mem::size_of::<Header>() <= 48);
 
 #[repr(C)]
 struct Node<T> {
@@ -211,10 +181,7 @@ struct NodeStart {
 impl NodeStart {
     /// A node for a handle: no edges, no group until it is submitted.
     const UNSUBMITTED: NodeStart = NodeStart {
-        successors: Successors {
-            first: None,
-            rest: None,
-        },
+        successors: Successors::NONE,
         region: Region::NONE,
         group: ptr::null_mut(),
         holds_unit: false,
@@ -451,12 +418,7 @@ impl TaskRef {
             // represents us; otherwise we may be the group's last node.
             let in_group =
                 |s: &NonNull<Header>| header_of(*s).group.load(Ordering::Relaxed) == group_ptr;
-            let represented = meta.successors.first.as_ref().is_some_and(in_group)
-                || meta
-                    .successors
-                    .rest
-                    .as_deref()
-                    .is_some_and(|rest| rest.iter().any(in_group));
+            let represented = meta.successors.iter().any(|s| in_group(&s));
             if !represented {
                 meta.holds_unit = true;
                 group.add_unit();
@@ -860,12 +822,15 @@ unsafe fn finish(
     // SAFETY: we own the node until `free_and_release_unit`.
     let meta = unsafe { &mut *header(node).meta.get() };
     let mut successor = None;
-    if let Some(first) = meta.successors.first.take() {
+    let successors = meta.successors.take();
+    if let Some(first) = successors.first() {
         successor = release_successor(first, failed, bypass.is_none(), worker);
-        if let Some(rest) = meta.successors.rest.take() {
-            release_rest(&rest, failed, bypass.is_none(), worker, &mut successor);
+        let rest = successors.rest();
+        if !rest.is_empty() {
+            release_rest(rest, failed, bypass.is_none(), worker, &mut successor);
         }
     }
+    drop(successors);
     // SAFETY: we own the node and its successors were completed above.
     unsafe { free_and_release_unit(node) };
     match (bypass, successor) {
@@ -972,7 +937,7 @@ pub(crate) mod running {
             },
         );
         // Emptied by the take above.
-        current_meta.successors.first = Some(cont);
+        current_meta.successors = Successors::one(cont);
         ContinuationRef {
             node: cont,
             region,
@@ -987,10 +952,7 @@ pub(crate) mod running {
         let child = Node::allocate_with(
             body,
             NodeStart {
-                successors: Successors {
-                    first: Some(cont.node),
-                    rest: None,
-                },
+                successors: Successors::one(cont.node),
                 region: cont.region,
                 group: cont.group,
                 holds_unit: false,
@@ -1030,7 +992,7 @@ pub(crate) mod running {
     /// and `T: Sync` makes shared access from several predecessors sound.
     pub(crate) fn successor_body<'a, T: Task + Sync>(current: NonNull<Header>) -> Option<&'a T> {
         // SAFETY: `current` is running on this thread; we own its meta.
-        let first = unsafe { (*header(current).meta.get()).successors.first }?;
+        let first = unsafe { (*header(current).meta.get()).successors.first() }?;
         let succ = header(first);
         // The vtable's address says "a `T`" in one comparison almost
         // always; the type id (a call through the vtable) decides when the

@@ -1,0 +1,139 @@
+//! The successor list of a task node, in one word.
+//!
+//! Most nodes have at most one successor, and the header has to stay small:
+//! with a one-word list it is 48 bytes, so a node with a body of up to 16
+//! bytes (a continuation-passing child, a one-shot closure with two
+//! captures) fits one 64-byte line: one line to write, submit, run and
+//! free. The word holds
+//! * null: no successor;
+//! * a node's address (nodes are aligned to 8, so its low bit is clear):
+//!   that one successor;
+//! * the address of a boxed vector of every successor, in the order they
+//!   were added, with the low bit set.
+//!
+//! Invariants: the low bit is set exactly when the list owns a boxed vector,
+//! and that vector holds at least two successors; the list frees the vector
+//! when it is dropped. The list does not own the nodes it points at (their
+//! pending counts keep them alive, see `node.rs`).
+
+use crate::task::node::Header;
+use std::ptr::{self, NonNull};
+
+/// The tag of a word that points at a boxed vector.
+const MANY: usize = 1;
+
+pub(crate) struct Successors {
+    word: *mut (),
+}
+
+impl Default for Successors {
+    fn default() -> Self {
+        Successors::NONE
+    }
+}
+
+impl Successors {
+    pub(crate) const NONE: Successors = Successors {
+        word: ptr::null_mut(),
+    };
+
+    /// The list of the single successor `node`.
+    #[inline(always)]
+    pub(crate) fn one(node: NonNull<Header>) -> Successors {
+        Successors {
+            word: node.as_ptr().cast(),
+        }
+    }
+
+    /// The boxed vector, if the list has one.
+    #[inline(always)]
+    fn many(&self) -> Option<&Vec<NonNull<Header>>> {
+        if self.word.addr() & MANY == 0 {
+            return None;
+        }
+        // SAFETY: a tagged word is the address of a vector the list owns
+        // (from `Box::into_raw` in `push`), borrowed here with `self`.
+        Some(unsafe {
+            &*self
+                .word
+                .map_addr(|a| a & !MANY)
+                .cast::<Vec<NonNull<Header>>>()
+        })
+    }
+
+    /// The first successor added, if any.
+    #[inline(always)]
+    pub(crate) fn first(&self) -> Option<NonNull<Header>> {
+        match self.many() {
+            Some(all) => all.first().copied(),
+            None => NonNull::new(self.word.cast()),
+        }
+    }
+
+    /// The successors after the first (empty for most nodes).
+    #[inline(always)]
+    pub(crate) fn rest(&self) -> &[NonNull<Header>] {
+        self.many().map_or(&[], |all| &all[1..])
+    }
+
+    #[inline(always)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.word.is_null()
+    }
+
+    /// Add `node` after the successors there are.
+    pub(crate) fn push(&mut self, node: NonNull<Header>) {
+        if self.word.is_null() {
+            self.word = node.as_ptr().cast();
+            return;
+        }
+        if self.word.addr() & MANY != 0 {
+            // SAFETY: as in `many`, and `&mut self` makes the access unique.
+            let all = unsafe {
+                &mut *self
+                    .word
+                    .map_addr(|a| a & !MANY)
+                    .cast::<Vec<NonNull<Header>>>()
+            };
+            all.push(node);
+            return;
+        }
+        // SAFETY: an untagged non-null word is the one successor's address.
+        let only = unsafe { NonNull::new_unchecked(self.word.cast::<Header>()) };
+        let all = Box::into_raw(Box::new(vec![only, node]));
+        // The box is aligned to 8, so the tag bit is free.
+        self.word = all.cast::<()>().map_addr(|a| a | MANY);
+    }
+
+    /// Every successor, in the order they were added.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = NonNull<Header>> + '_ {
+        let (one, all) = match self.many() {
+            Some(all) => (None, all.as_slice()),
+            None => (NonNull::new(self.word.cast::<Header>()), &[][..]),
+        };
+        one.into_iter().chain(all.iter().copied())
+    }
+
+    /// The list, leaving an empty one behind.
+    #[inline(always)]
+    pub(crate) fn take(&mut self) -> Successors {
+        std::mem::take(self)
+    }
+}
+
+impl Drop for Successors {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.word.addr() & MANY != 0 {
+            // SAFETY: a tagged word owns the vector from `Box::into_raw` in
+            // `push`; this is its only release.
+            drop(unsafe {
+                Box::from_raw(
+                    self.word
+                        .map_addr(|a| a & !MANY)
+                        .cast::<Vec<NonNull<Header>>>(),
+                )
+            });
+        }
+    }
+}
