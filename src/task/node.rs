@@ -136,7 +136,7 @@ struct Meta {
     region: Region,
     /// Whether this node holds a unit of its group (see `group.rs`).
     holds_unit: bool,
-    successors: Successors,
+    successors: Successors<Header>,
 }
 
 struct VTable {
@@ -172,7 +172,7 @@ struct Node<T> {
 /// The header fields a new node starts with (the rest start the same for
 /// every node: one hold, not cancelled, spawn dispatch, no affinity).
 struct NodeStart {
-    successors: Successors,
+    successors: Successors<Header>,
     region: Region,
     group: *mut Group,
     holds_unit: bool,

@@ -16,54 +16,65 @@
 //! when it is dropped. The list does not own the nodes it points at (their
 //! pending counts keep them alive, see `node.rs`).
 
-use crate::task::node::Header;
+use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
 
 /// The tag of a word that points at a boxed vector.
 const MANY: usize = 1;
 
-pub(crate) struct Successors {
+/// Successors of type `N` (the task node header; generic so that this
+/// file needs nothing from `node.rs`, whose nodes hold it). `N` must be
+/// aligned to at least 2, which the constant below checks where it is used.
+pub(crate) struct Successors<N> {
     word: *mut (),
+    _nodes: PhantomData<NonNull<N>>,
 }
 
-impl Default for Successors {
+impl<N> Default for Successors<N> {
     fn default() -> Self {
         Successors::NONE
     }
 }
 
-impl Successors {
-    pub(crate) const NONE: Successors = Successors {
+impl<N> Successors<N> {
+    /// An untagged node address has its low bit clear.
+    const NODES_ALIGNED: () = assert!(std::mem::align_of::<N>() > MANY);
+
+    pub(crate) const NONE: Successors<N> = Successors {
         word: ptr::null_mut(),
+        _nodes: PhantomData,
     };
 
     /// The list of the single successor `node`.
     #[inline(always)]
-    pub(crate) fn one(node: NonNull<Header>) -> Successors {
+    pub(crate) fn one(node: NonNull<N>) -> Successors<N> {
+        let () = Self::NODES_ALIGNED;
         Successors {
             word: node.as_ptr().cast(),
+            _nodes: PhantomData,
         }
+    }
+
+    /// The address of the boxed vector of a tagged word.
+    #[inline(always)]
+    fn vector(&self) -> *mut Vec<NonNull<N>> {
+        self.word.map_addr(|a| a & !MANY).cast()
     }
 
     /// The boxed vector, if the list has one.
     #[inline(always)]
-    fn many(&self) -> Option<&Vec<NonNull<Header>>> {
+    fn many(&self) -> Option<&Vec<NonNull<N>>> {
         if self.word.addr() & MANY == 0 {
             return None;
         }
         // SAFETY: a tagged word is the address of a vector the list owns
         // (from `Box::into_raw` in `push`), borrowed here with `self`.
-        Some(unsafe {
-            &*self
-                .word
-                .map_addr(|a| a & !MANY)
-                .cast::<Vec<NonNull<Header>>>()
-        })
+        Some(unsafe { &*self.vector() })
     }
 
     /// The first successor added, if any.
     #[inline(always)]
-    pub(crate) fn first(&self) -> Option<NonNull<Header>> {
+    pub(crate) fn first(&self) -> Option<NonNull<N>> {
         match self.many() {
             Some(all) => all.first().copied(),
             None => NonNull::new(self.word.cast()),
@@ -72,7 +83,7 @@ impl Successors {
 
     /// The successors after the first (empty for most nodes).
     #[inline(always)]
-    pub(crate) fn rest(&self) -> &[NonNull<Header>] {
+    pub(crate) fn rest(&self) -> &[NonNull<N>] {
         self.many().map_or(&[], |all| &all[1..])
     }
 
@@ -82,58 +93,48 @@ impl Successors {
     }
 
     /// Add `node` after the successors there are.
-    pub(crate) fn push(&mut self, node: NonNull<Header>) {
+    pub(crate) fn push(&mut self, node: NonNull<N>) {
+        let () = Self::NODES_ALIGNED;
         if self.word.is_null() {
             self.word = node.as_ptr().cast();
             return;
         }
         if self.word.addr() & MANY != 0 {
             // SAFETY: as in `many`, and `&mut self` makes the access unique.
-            let all = unsafe {
-                &mut *self
-                    .word
-                    .map_addr(|a| a & !MANY)
-                    .cast::<Vec<NonNull<Header>>>()
-            };
+            let all = unsafe { &mut *self.vector() };
             all.push(node);
             return;
         }
         // SAFETY: an untagged non-null word is the one successor's address.
-        let only = unsafe { NonNull::new_unchecked(self.word.cast::<Header>()) };
+        let only = unsafe { NonNull::new_unchecked(self.word.cast::<N>()) };
         let all = Box::into_raw(Box::new(vec![only, node]));
         // The box is aligned to 8, so the tag bit is free.
         self.word = all.cast::<()>().map_addr(|a| a | MANY);
     }
 
     /// Every successor, in the order they were added.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = NonNull<Header>> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = NonNull<N>> + '_ {
         let (one, all) = match self.many() {
             Some(all) => (None, all.as_slice()),
-            None => (NonNull::new(self.word.cast::<Header>()), &[][..]),
+            None => (NonNull::new(self.word.cast::<N>()), &[][..]),
         };
         one.into_iter().chain(all.iter().copied())
     }
 
     /// The list, leaving an empty one behind.
     #[inline(always)]
-    pub(crate) fn take(&mut self) -> Successors {
+    pub(crate) fn take(&mut self) -> Successors<N> {
         std::mem::take(self)
     }
 }
 
-impl Drop for Successors {
+impl<N> Drop for Successors<N> {
     #[inline(always)]
     fn drop(&mut self) {
         if self.word.addr() & MANY != 0 {
             // SAFETY: a tagged word owns the vector from `Box::into_raw` in
             // `push`; this is its only release.
-            drop(unsafe {
-                Box::from_raw(
-                    self.word
-                        .map_addr(|a| a & !MANY)
-                        .cast::<Vec<NonNull<Header>>>(),
-                )
-            });
+            drop(unsafe { Box::from_raw(self.vector()) });
         }
     }
 }
