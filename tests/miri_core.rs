@@ -536,3 +536,128 @@ fn successor_is_typed_and_refuses_another_type() {
     seen.sort();
     assert_eq!(seen, [(false, false), (false, true), (true, false)]);
 }
+
+/// Counts drops of the bodies that carry it.
+struct Dropped(Arc<AtomicUsize>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A continuation's body of `N` bytes of padding: small ones share a block
+/// with their first child (`Memory::WithReserve` in node.rs), large ones
+/// do not.
+struct Join<const N: usize> {
+    delivered: AtomicUsize,
+    expected: usize,
+    ran: Arc<AtomicUsize>,
+    _dropped: Dropped,
+    _pad: [u8; N],
+}
+
+impl<const N: usize> Task for Join<N> {
+    fn execute(&mut self, _cx: &mut Context<'_>) -> Option<TaskRef> {
+        assert_eq!(self.delivered.load(Ordering::SeqCst), self.expected);
+        self.ran.fetch_add(1, Ordering::SeqCst);
+        None
+    }
+}
+
+/// A child of `N` bytes of padding that reports to a `Join<J>`, or panics.
+struct Part<const N: usize, const J: usize> {
+    panics: bool,
+    _dropped: Dropped,
+    _pad: [u8; N],
+}
+
+impl<const N: usize, const J: usize> Task for Part<N, J> {
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+        assert!(!self.panics, "part failed");
+        let join = cx.successor::<Join<J>>().expect("a Join successor");
+        join.delivered.fetch_add(1, Ordering::SeqCst);
+        None
+    }
+}
+
+/// What a `Fork` does with its children.
+#[derive(Clone, Copy)]
+enum Plan {
+    /// Spawn them all.
+    RunAll,
+    /// Drop the first (the one in the reserve) unsubmitted.
+    DropFirst,
+    /// The first one panics.
+    FirstPanics,
+}
+
+/// Makes a `Join<J>` and three children: two small (the first in the
+/// reserve when `Join<J>` is small), one too large for any reserve.
+struct Fork<const J: usize> {
+    plan: Plan,
+    ran: Arc<AtomicUsize>,
+    dropped: Arc<AtomicUsize>,
+}
+
+impl<const J: usize> Task for Fork<J> {
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+        let guard = || Dropped(self.dropped.clone());
+        let join = cx.continuation(Join::<J> {
+            delivered: AtomicUsize::new(0),
+            expected: 3,
+            ran: self.ran.clone(),
+            _dropped: guard(),
+            _pad: [0; J],
+        });
+        let first = join.child(Part::<8, J> {
+            panics: matches!(self.plan, Plan::FirstPanics),
+            _dropped: guard(),
+            _pad: [0; 8],
+        });
+        let second = join.child(Part::<8, J> {
+            panics: false,
+            _dropped: guard(),
+            _pad: [0; 8],
+        });
+        let large = join.child(Part::<200, J> {
+            panics: false,
+            _dropped: guard(),
+            _pad: [0; 200],
+        });
+        match self.plan {
+            Plan::DropFirst => drop(first),
+            Plan::RunAll | Plan::FirstPanics => cx.spawn(first),
+        }
+        cx.spawn(second);
+        cx.spawn(large);
+        None
+    }
+}
+
+fn fork_with<const J: usize>(pool: &Pool, plan: Plan) -> (usize, usize) {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let fork = TaskRef::new(Fork::<J> {
+        plan,
+        ran: ran.clone(),
+        dropped: dropped.clone(),
+    });
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.run(fork)));
+    assert_eq!(outcome.is_err(), matches!(plan, Plan::FirstPanics));
+    (ran.load(Ordering::SeqCst), dropped.load(Ordering::SeqCst))
+}
+
+#[test]
+fn continuation_children_in_and_out_of_the_reserve_are_dropped_once() {
+    // A small continuation lends its block's second half to its first
+    // child; a large one has none. Either way every body is dropped once,
+    // whether its child ran, was dropped unsubmitted, or panicked.
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    for plan in [Plan::RunAll, Plan::DropFirst, Plan::FirstPanics] {
+        let expect_ran = usize::from(matches!(plan, Plan::RunAll));
+        // The join's body and the three parts.
+        assert_eq!(fork_with::<8>(&pool, plan), (expect_ran, 4));
+        assert_eq!(fork_with::<200>(&pool, plan), (expect_ran, 4));
+    }
+}

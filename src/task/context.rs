@@ -108,7 +108,7 @@ impl Continuation<'_> {
     /// continuation.
     #[inline(always)]
     pub fn child<T: Task>(&self, task: T) -> TaskRef {
-        node::running::child_of(self.node, task)
+        node::running::child_of(&self.node, task)
     }
 
     /// [`Continuation::child`] with a closure body.
@@ -116,6 +116,6 @@ impl Continuation<'_> {
     where
         F: FnOnce(&mut Context<'_>) + Send + 'static,
     {
-        node::running::child_of(self.node, node::FnTask::new(f))
+        node::running::child_of(&self.node, node::FnTask::new(f))
     }
 }

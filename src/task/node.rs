@@ -44,7 +44,7 @@ use crate::worker::thread::WorkerThread;
 use crate::worker::thread::{ExecuteFn, JobRef, Next};
 use std::alloc::Layout;
 use std::any::TypeId;
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::collections::HashSet;
 use std::fmt;
 use std::ptr::{self, NonNull};
@@ -136,7 +136,41 @@ struct Meta {
     region: Region,
     /// Whether this node holds a unit of its group (see `group.rs`).
     holds_unit: bool,
+    /// Where the node's memory came from, and so who gives it back.
+    memory: Memory,
     successors: Successors<Header>,
+}
+
+/// Where a node's memory came from.
+///
+/// A continuation-passing fork makes a continuation and a child that
+/// finishes before it: the continuation's block has room for that child
+/// (`RESERVE_OFFSET`), which saves one allocation and one free a fork.
+/// Invariant: a child in a reserve is dropped (never freed) before it
+/// releases its continuation, the only release that can let the
+/// continuation run and free the block.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Memory {
+    /// A block of its own (the layout of its `Node<T>`).
+    Own,
+    /// A continuation's `PAIR_LAYOUT` block, with room for one child.
+    WithReserve,
+    /// A child placed in its continuation's reserve.
+    InReserve,
+}
+
+/// The block of a continuation with room for a child: the continuation at
+/// offset 0, the child at `RESERVE_OFFSET`; each at most `RESERVE_OFFSET`
+/// bytes and aligned to at most 16 (the node allocator's 256-byte class).
+const PAIR_LAYOUT: Layout = match Layout::from_size_align(256, 16) {
+    Ok(layout) => layout,
+    Err(_) => panic!("a valid layout"),
+};
+const RESERVE_OFFSET: usize = 128;
+
+/// Does a node with this layout fit one half of a pair block?
+const fn fits_half(layout: Layout) -> bool {
+    layout.size() <= RESERVE_OFFSET && layout.align() <= PAIR_LAYOUT.align()
 }
 
 struct VTable {
@@ -176,6 +210,7 @@ struct NodeStart {
     region: Region,
     group: *mut Group,
     holds_unit: bool,
+    memory: Memory,
 }
 
 impl NodeStart {
@@ -185,6 +220,7 @@ impl NodeStart {
         region: Region::NONE,
         group: ptr::null_mut(),
         holds_unit: false,
+        memory: Memory::Own,
     };
 }
 
@@ -204,21 +240,29 @@ impl<T: Task> Node<T> {
         &Self::VTABLE
     }
 
+    const LAYOUT: Layout = Layout::new::<Node<T>>();
+
     #[inline(always)]
     fn allocate(body: T) -> NonNull<Header> {
-        Self::allocate_with(body, NodeStart::UNSUBMITTED)
+        let memory = node_alloc::allocate(Self::LAYOUT).cast();
+        // SAFETY: fresh memory with the layout of `Node<T>`.
+        unsafe { Self::write(memory, body, NodeStart::UNSUBMITTED) }
     }
 
-    /// A node whose header starts as `start` says. Every field is written
-    /// once and not read back: a fork writes two nodes and then uses them
-    /// at once, and a load of a field still in the store buffer (written
-    /// wider, or read back in part) stalls until the store completes.
+    /// Write a node whose header starts as `start` says into `memory`.
+    /// Every field is written once and not read back: a fork writes two
+    /// nodes and then uses them at once, and a load of a field still in the
+    /// store buffer (written wider, or read back in part) stalls until the
+    /// store completes. (Memory first, then the node written into it in
+    /// place: built on the stack and copied, it cost a third more
+    /// instructions.)
+    ///
+    /// # Safety
+    /// `memory` is unused, valid for a `Node<T>`, and of the kind that
+    /// `start.memory` names.
     #[inline(always)]
-    fn allocate_with(body: T, start: NodeStart) -> NonNull<Header> {
-        // Memory first, then the node written into it in place (built on
-        // the stack and copied, it cost a third more instructions).
-        let memory = node_alloc::allocate(Layout::new::<Node<T>>()).cast::<Node<T>>();
-        // SAFETY: fresh memory with the layout of `Node<T>`.
+    unsafe fn write(memory: NonNull<Node<T>>, body: T, start: NodeStart) -> NonNull<Header> {
+        // SAFETY: see the function's contract.
         unsafe {
             memory.as_ptr().write(Node {
                 header: Header {
@@ -230,6 +274,7 @@ impl<T: Task> Node<T> {
                         affinity: NO_AFFINITY,
                         region: start.region,
                         holds_unit: start.holds_unit,
+                        memory: start.memory,
                         successors: start.successors,
                     }),
                     vtable: Self::vtable(),
@@ -249,14 +294,22 @@ impl<T: Task> Node<T> {
         body.execute(cx)
     }
 
+    /// Drop the node, and give its memory back unless it lies in its
+    /// continuation's reserve (the continuation's block goes back with it).
     unsafe fn drop_node(node: NonNull<Header>) {
-        let node = node.cast::<Node<T>>();
         // SAFETY: the caller owns the node and nothing points at it any more
-        // (it completed or was cancelled with no predecessor left); it was
-        // made by `allocate`, with this layout.
+        // (it completed or was cancelled with no predecessor left).
+        let memory = unsafe { (*header(node).meta.get()).memory };
+        let node = node.cast::<Node<T>>();
+        // SAFETY: as above; the node was made by `write`, into memory of
+        // the kind its header names.
         unsafe {
             std::ptr::drop_in_place(node.as_ptr());
-            node_alloc::release(node.cast(), Layout::new::<Node<T>>());
+            match memory {
+                Memory::Own => node_alloc::release(node.cast(), Self::LAYOUT),
+                Memory::WithReserve => node_alloc::release(node.cast(), PAIR_LAYOUT),
+                Memory::InReserve => {}
+            }
         }
     }
 }
@@ -608,36 +661,58 @@ unsafe fn reaches(from: NonNull<Header>, target: NonNull<Header>) -> bool {
 fn cancel_chain(first: NonNull<Header>) {
     let mut ready = vec![first];
     while let Some(node) = ready.pop() {
-        // SAFETY: we own `node` (its pending count reached zero).
-        let meta = unsafe { &mut *header(node).meta.get() };
-        let successors = std::mem::take(&mut meta.successors);
-        for s in successors.iter() {
+        // SAFETY: we own `node` (its pending count reached zero), and no
+        // predecessor points at it any more.
+        let remains = unsafe { free_node(node) };
+        for s in remains.successors.iter() {
             header(s).cancelled.store(true, Ordering::Relaxed);
             if let Some(r) = release_hold(s) {
                 ready.push(r.node);
             }
         }
-        // SAFETY: owned, and no predecessor points at it any more.
-        unsafe { free_and_release_unit(node) };
+        remains.release_unit();
     }
 }
 
-/// Free a completed node, then release its group unit: the last touch,
-/// since the group may be freed as soon as the unit is released.
+/// What must still be released once a node is freed: its successors, and
+/// then its group unit (the last touch, since the group may be freed as
+/// soon as the unit is released).
+struct Remains {
+    successors: Successors<Header>,
+    unit: Option<*mut Group>,
+}
+
+impl Remains {
+    #[inline(always)]
+    fn release_unit(self) {
+        let Remains { successors, unit } = self;
+        drop(successors);
+        if let Some(group) = unit {
+            // SAFETY: a unit holder's group outlives the unit.
+            unsafe { Group::release_unit(group) };
+        }
+    }
+}
+
+/// Free a completed or cancelled node and keep what it still has to
+/// release. The node goes first: a child in its continuation's reserve
+/// must be gone before the release that may let the continuation run and
+/// free the block (see `Memory`).
 ///
 /// # Safety
-/// The caller owns `node`, whose successors have been completed already.
-unsafe fn free_and_release_unit(node: NonNull<Header>) {
+/// The caller owns `node`, and no predecessor points at it any more.
+#[inline(always)]
+unsafe fn free_node(node: NonNull<Header>) -> Remains {
     let header = header(node);
     // SAFETY: owned by the caller.
-    let holds_unit = unsafe { (*header.meta.get()).holds_unit };
-    let group = header.group.load(Ordering::Relaxed);
+    let meta = unsafe { &mut *header.meta.get() };
+    let successors = meta.successors.take();
+    let unit = meta
+        .holds_unit
+        .then(|| header.group.load(Ordering::Relaxed));
     // SAFETY: owned by the caller, nothing else points at it.
     unsafe { (header.vtable.drop_node)(node) };
-    if holds_unit {
-        // SAFETY: a unit holder's group outlives the unit.
-        unsafe { Group::release_unit(group) };
-    }
+    Remains { successors, unit }
 }
 
 /// The `JobRef` entry point for task nodes.
@@ -819,20 +894,17 @@ unsafe fn finish(
     failed: bool,
     bypass: Option<JobRef>,
 ) -> Taken {
-    // SAFETY: we own the node until `free_and_release_unit`.
-    let meta = unsafe { &mut *header(node).meta.get() };
+    // SAFETY: we own the node, and it completed: nothing points at it.
+    let remains = unsafe { free_node(node) };
     let mut successor = None;
-    let successors = meta.successors.take();
-    if let Some(first) = successors.first() {
+    if let Some(first) = remains.successors.first() {
         successor = release_successor(first, failed, bypass.is_none(), worker);
-        let rest = successors.rest();
+        let rest = remains.successors.rest();
         if !rest.is_empty() {
             release_rest(rest, failed, bypass.is_none(), worker, &mut successor);
         }
     }
-    drop(successors);
-    // SAFETY: we own the node and its successors were completed above.
-    unsafe { free_and_release_unit(node) };
+    remains.release_unit();
     match (bypass, successor) {
         (Some(job), _) => Taken::Bypass(job),
         (None, Some(ready)) => Taken::Successor(ready),
@@ -904,14 +976,16 @@ fn release_rest(
 pub(crate) mod running {
     use super::*;
 
-    /// A continuation being given children: its node, and the region and
-    /// group its children inherit (kept here, not read back from the node,
-    /// whose fields were just written).
-    #[derive(Clone, Copy)]
+    /// A continuation being given children: its node, the region and group
+    /// its children inherit (kept here, not read back from the node, whose
+    /// fields were just written), and its reserve for a child, until used.
     pub(crate) struct ContinuationRef {
         node: NonNull<Header>,
         region: Region,
         group: *mut Group,
+        /// The free half of the continuation's pair block (`Memory`), or
+        /// null when it has none or a child took it.
+        reserve: Cell<*mut u8>,
     }
 
     /// Make a continuation of the running node `current`: it takes over
@@ -927,37 +1001,64 @@ pub(crate) mod running {
         let current_meta = unsafe { &mut *header(current).meta.get() };
         let region = current_meta.region;
         let group = group as *const Group as *mut Group;
-        let cont = Node::allocate_with(
-            body,
-            NodeStart {
-                successors: std::mem::take(&mut current_meta.successors),
-                region,
-                group,
-                holds_unit: std::mem::replace(&mut current_meta.holds_unit, false),
-            },
-        );
+        let (block, memory, reserve) = if fits_half(Node::<T>::LAYOUT) {
+            let block = node_alloc::allocate(PAIR_LAYOUT);
+            // SAFETY: the block is `PAIR_LAYOUT.size()` bytes long.
+            let reserve = unsafe { block.as_ptr().add(RESERVE_OFFSET) };
+            (block, Memory::WithReserve, reserve)
+        } else {
+            let block = node_alloc::allocate(Node::<T>::LAYOUT);
+            (block, Memory::Own, ptr::null_mut())
+        };
+        let start = NodeStart {
+            successors: std::mem::take(&mut current_meta.successors),
+            region,
+            group,
+            holds_unit: std::mem::replace(&mut current_meta.holds_unit, false),
+            memory,
+        };
+        // SAFETY: fresh memory, valid for a `Node<T>` (which fits the first
+        // half of a pair block when it got one), of the kind `memory` names.
+        let cont = unsafe { Node::write(block.cast(), body, start) };
         // Emptied by the take above.
         current_meta.successors = Successors::one(cont);
         ContinuationRef {
             node: cont,
             region,
             group,
+            reserve: Cell::new(reserve),
         }
     }
 
     /// A new node whose only successor is `cont`, in `cont`'s group, holding
-    /// no unit (`cont` finishes after it).
+    /// no unit (`cont` finishes after it). The first child that fits takes
+    /// the continuation's reserve.
     #[inline(always)]
-    pub(crate) fn child_of<T: Task>(cont: ContinuationRef, body: T) -> TaskRef {
-        let child = Node::allocate_with(
-            body,
-            NodeStart {
-                successors: Successors::one(cont.node),
-                region: cont.region,
-                group: cont.group,
-                holds_unit: false,
-            },
-        );
+    pub(crate) fn child_of<T: Task>(cont: &ContinuationRef, body: T) -> TaskRef {
+        let reserve = cont.reserve.get();
+        let (block, memory) = if fits_half(Node::<T>::LAYOUT) && !reserve.is_null() {
+            cont.reserve.set(ptr::null_mut());
+            // SAFETY: a reserve is the unused second half of a live pair
+            // block, aligned to 16.
+            (
+                unsafe { NonNull::new_unchecked(reserve) },
+                Memory::InReserve,
+            )
+        } else {
+            (node_alloc::allocate(Node::<T>::LAYOUT), Memory::Own)
+        };
+        let start = NodeStart {
+            successors: Successors::one(cont.node),
+            region: cont.region,
+            group: cont.group,
+            holds_unit: false,
+            memory,
+        };
+        // SAFETY: unused memory valid for a `Node<T>` (it fits a reserve
+        // when it took one), of the kind `memory` names. A child in the
+        // reserve is dropped before it releases `cont` (`free_node`), and
+        // `cont` cannot free its block before that release.
+        let child = unsafe { Node::write(block.cast(), body, start) };
         add_unit_to_continuation(cont.node);
         TaskRef::from_raw(child)
     }
