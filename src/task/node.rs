@@ -177,6 +177,9 @@ struct VTable {
     execute: unsafe fn(NonNull<Header>, &mut Context<'_>) -> Option<TaskRef>,
     drop_node: unsafe fn(NonNull<Header>),
     type_id: fn() -> TypeId,
+    /// Whether the body has drop glue (a node in a reserve whose body has
+    /// none needs no call at all when it is freed).
+    drops_body: bool,
 }
 
 /// The scheduler's part of a task node.
@@ -229,6 +232,7 @@ impl<T: Task> Node<T> {
         execute: Self::execute,
         drop_node: Self::drop_node,
         type_id: TypeId::of::<T>,
+        drops_body: std::mem::needs_drop::<T>(),
     };
 
     /// The vtable of `T`'s nodes, from one function so that its address is
@@ -710,8 +714,12 @@ unsafe fn free_node(node: NonNull<Header>) -> Remains {
     let unit = meta
         .holds_unit
         .then(|| header.group.load(Ordering::Relaxed));
-    // SAFETY: owned by the caller, nothing else points at it.
-    unsafe { (header.vtable.drop_node)(node) };
+    // A child in a reserve with a body without drop glue has nothing to
+    // drop (its successor list is empty now) and no memory to give back.
+    if meta.memory != Memory::InReserve || header.vtable.drops_body {
+        // SAFETY: owned by the caller, nothing else points at it.
+        unsafe { (header.vtable.drop_node)(node) };
+    }
     Remains { successors, unit }
 }
 
