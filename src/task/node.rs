@@ -448,6 +448,10 @@ impl TaskRef {
     /// isolation region `current` (see `Group::region_for`). Returns the
     /// node if releasing the hold made it ready: the caller must then route
     /// or run it.
+    // Inlined: `Context::spawn` is inlined into tasks' `execute`, and a
+    // call here went through the GOT with every register saved; inlined,
+    // the constant placement folds away (fib_cps 7% faster, benches).
+    #[inline]
     pub(crate) fn submit(
         self,
         group: &Group,
