@@ -37,7 +37,7 @@ use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use crate::platform::unwind;
 use crate::queues::dispatch::Dispatch;
 use crate::queues::region::Region;
-use crate::task::successors::Successors;
+use crate::task::successors::{Split, Successors};
 use crate::worker::group::Group;
 use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
@@ -695,10 +695,16 @@ impl Remains {
     fn release_unit(self) {
         let Remains { successors, unit } = self;
         drop(successors);
-        if let Some(group) = unit {
-            // SAFETY: a unit holder's group outlives the unit.
-            unsafe { Group::release_unit(group) };
-        }
+        release_unit(unit);
+    }
+}
+
+/// Release a node's group unit, if it held one: its very last touch.
+#[inline(always)]
+fn release_unit(unit: Option<*mut Group>) {
+    if let Some(group) = unit {
+        // SAFETY: a unit holder's group outlives the unit.
+        unsafe { Group::release_unit(group) };
     }
 }
 
@@ -907,16 +913,13 @@ unsafe fn finish(
     bypass: Option<JobRef>,
 ) -> Taken {
     // SAFETY: we own the node, and it completed: nothing points at it.
-    let remains = unsafe { free_node(node) };
-    let mut successor = None;
-    if let Some(first) = remains.successors.first() {
-        successor = release_successor(first, failed, bypass.is_none(), worker);
-        let rest = remains.successors.rest();
-        if !rest.is_empty() {
-            release_rest(rest, failed, bypass.is_none(), worker, &mut successor);
-        }
-    }
-    remains.release_unit();
+    let Remains { successors, unit } = unsafe { free_node(node) };
+    let successor = match successors.split() {
+        Split::None => None,
+        Split::One(only) => release_successor(only, failed, bypass.is_none(), worker),
+        Split::Many(all) => release_all(&all, failed, bypass.is_none(), worker),
+    };
+    release_unit(unit);
     match (bypass, successor) {
         (Some(job), _) => Taken::Bypass(job),
         (None, Some(ready)) => Taken::Successor(ready),
@@ -965,22 +968,25 @@ fn release_successor(
     }
 }
 
-/// The successors after the first (most nodes have none).
+/// Release the successors of a node with several (most have one or
+/// none); the first made ready that may run here is returned when
+/// `no_bypass`.
 #[cold]
 #[inline(never)]
-fn release_rest(
-    rest: &[NonNull<Header>],
+fn release_all(
+    all: &[NonNull<Header>],
     failed: bool,
     no_bypass: bool,
     worker: &WorkerThread,
-    successor: &mut Option<ReadyNode>,
-) {
-    for &s in rest {
+) -> Option<ReadyNode> {
+    let mut successor = None;
+    for &s in all {
         let may_take = no_bypass && successor.is_none();
         if let Some(ready) = release_successor(s, failed, may_take, worker) {
-            *successor = Some(ready);
+            successor = Some(ready);
         }
     }
+    successor
 }
 
 /// What `Context` may do to the node it runs. These functions are the

@@ -81,12 +81,6 @@ impl<N> Successors<N> {
         }
     }
 
-    /// The successors after the first (empty for most nodes).
-    #[inline(always)]
-    pub(crate) fn rest(&self) -> &[NonNull<N>] {
-        self.many().map_or(&[], |all| &all[1..])
-    }
-
     #[inline(always)]
     pub(crate) fn is_empty(&self) -> bool {
         self.word.is_null()
@@ -126,6 +120,33 @@ impl<N> Successors<N> {
     pub(crate) fn take(&mut self) -> Successors<N> {
         std::mem::take(self)
     }
+
+    /// The list as an enum, decided by one test of the word: a node's
+    /// completion branches once on it, and the one-or-none cases carry
+    /// nothing left to drop.
+    #[inline(always)]
+    pub(crate) fn split(self) -> Split<N> {
+        let word = self.word;
+        std::mem::forget(self);
+        if word.addr() & MANY != 0 {
+            let vector = word.map_addr(|a| a & !MANY).cast::<Vec<NonNull<N>>>();
+            // SAFETY: a tagged word owns the vector from `Box::into_raw` in
+            // `push`; `forget` above hands that ownership to the box.
+            return Split::Many(*unsafe { Box::from_raw(vector) });
+        }
+        match NonNull::new(word.cast::<N>()) {
+            Some(only) => Split::One(only),
+            None => Split::None,
+        }
+    }
+}
+
+/// A successor list taken apart by [`Successors::split`].
+pub(crate) enum Split<N> {
+    None,
+    One(NonNull<N>),
+    /// At least two, in the order they were added.
+    Many(Vec<NonNull<N>>),
 }
 
 impl<N> Drop for Successors<N> {
