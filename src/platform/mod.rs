@@ -1,10 +1,12 @@
 //! The platform under every layer: the std-or-loom door for atomics and
 //! locks (`sync.rs`), latches, panic plumbing, the small-block memory of
-//! task nodes and queue entries, and the machine's cores (`topology.rs`).
+//! task nodes and queue entries, cache prefetch hints, and the machine's
+//! cores (`topology.rs`).
 //! Nothing here imports another layer.
 
 pub(crate) mod latch;
 pub(crate) mod node_alloc;
+pub(crate) mod prefetch;
 pub(crate) mod sync;
 pub(crate) mod topology;
 pub(crate) mod unwind;

@@ -33,6 +33,7 @@
 use crate::error::TaskError;
 use crate::observe::stats::Rule;
 use crate::platform::node_alloc;
+use crate::platform::prefetch::prefetch_for_write;
 use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use crate::platform::unwind;
 use crate::queues::dispatch::Dispatch;
@@ -506,15 +507,27 @@ impl TaskRef {
 /// chain of a million nodes takes one unit, not a million read-modify-
 /// writes of the group's counter), and each node's line is touched once.
 /// The ready ones are routed only at the end: no worker races the
-/// submitting thread for the nodes meanwhile.
+/// submitting thread for the nodes meanwhile. A large set does not fit
+/// the caches, so each node's line is asked for a few nodes ahead.
 pub(crate) fn submit_all(
     tasks: Vec<TaskRef>,
     group: &Group,
     current: Region,
     mut route: impl FnMut(ReadyNode),
 ) {
+    /// Nodes between a line's prefetch and its use: enough to cover a
+    /// miss to memory with the work of submitting the nodes in between.
+    const AHEAD: usize = 24;
     let mut ready = Vec::new();
-    for task in tasks.into_iter().rev() {
+    let handles = tasks.as_ptr();
+    for (index, task) in tasks.into_iter().enumerate().rev() {
+        if let Some(ahead) = index.checked_sub(AHEAD) {
+            // SAFETY: the iterator owns the vector's buffer until it is
+            // dropped, and going backwards it has not moved out the handle
+            // at a lower index yet: it is a live, initialized `TaskRef`.
+            let node = unsafe { (*handles.add(ahead)).node };
+            prefetch_for_write(node.as_ptr());
+        }
         if let Some(node) = task.submit(group, None, None, current) {
             ready.push(node);
         }
