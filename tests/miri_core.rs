@@ -3,8 +3,8 @@
 //! allocation, hand-over and freeing; cancellation by dropping a handle;
 //! continuations, recycling and `Context::successor`; stack jobs
 //! (`install`); the guest slot of a zero-thread pool; a latch set from
-//! another pool's worker; the deques under stealing. They run as ordinary
-//! tests too.
+//! another pool's worker; the deques under stealing; a set submitted
+//! with a look-ahead. They run as ordinary tests too.
 
 use sixfold::{Context, Pool, Task, TaskRef};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -158,6 +158,36 @@ fn a_node_with_many_successors_releases_each_once_run_or_dropped() {
     drop(root);
     pool.run(rest);
     assert_eq!(ran.load(Ordering::SeqCst), 0);
+}
+
+/// `Pool::run` reads handles ahead of the one it submits (to prefetch
+/// their nodes) while it consumes the vector back to front: a chain and a
+/// crowd of unrelated nodes, longer than the look-ahead, run whole and in
+/// order, and each node once.
+#[test]
+fn a_set_longer_than_the_submit_look_ahead_runs_whole_and_in_order() {
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut chain: Vec<TaskRef> = (0..40)
+        .map(|i| {
+            let log = log.clone();
+            TaskRef::from_fn(move |_| log.lock().unwrap().push(i))
+        })
+        .collect();
+    for i in 1..chain.len() {
+        let (head, tail) = chain.split_at_mut(i);
+        head[i - 1].precede(&tail[0]).unwrap();
+    }
+    let ran = Arc::new(AtomicUsize::new(0));
+    let crowd = (0..30).map(|_| {
+        let ran = ran.clone();
+        TaskRef::from_fn(move |_| {
+            ran.fetch_add(1, Ordering::SeqCst);
+        })
+    });
+    pool.run(chain.into_iter().chain(crowd));
+    assert_eq!(*log.lock().unwrap(), (0..40).collect::<Vec<_>>());
+    assert_eq!(ran.load(Ordering::SeqCst), 30);
 }
 
 #[test]
