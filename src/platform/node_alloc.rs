@@ -81,6 +81,15 @@ impl FreeList {
         std::mem::replace(self, FreeList::EMPTY)
     }
 
+    /// Relink the blocks in the opposite order.
+    fn reverse(&mut self) {
+        let mut reversed = FreeList::EMPTY;
+        while let Some(block) = self.pop() {
+            reversed.push(block);
+        }
+        *self = reversed;
+    }
+
     /// Give every block back to the system allocator.
     fn free_all(mut self, class: usize) {
         while let Some(block) = self.pop() {
@@ -240,8 +249,45 @@ pub(crate) unsafe fn release(block: NonNull<u8>, layout: Layout) {
 
 /// The thread's list of `class` is a full batch: hold it back, and move
 /// the batch held before (if any) to the depot.
+///
+/// The batch is relinked first, so that it hands its blocks out in the
+/// order they were freed: nodes freed in the order a program ran them
+/// (a chain, a loop of spawns) are allocated again in ascending address
+/// order, not in a descending run per batch, which the hardware prefetcher
+/// follows badly (a million-node `TaskRef` chain on recycled memory ran at
+/// 25 ns a node, against 13 on fresh memory and 13 with this).
 #[cold]
 fn spill(cache: &mut ClassCache, class: usize) {
+    cache.free.reverse();
     let full = std::mem::replace(&mut cache.full, cache.free.take());
     DEPOTS[class].give(full, class);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread's own held-back batch comes back in the order its blocks
+    /// were freed (see `spill`), and every block comes back exactly once.
+    #[test]
+    fn a_spilled_batch_hands_its_blocks_out_in_the_order_they_were_freed() {
+        // A fresh thread has an empty cache, whatever other tests did.
+        std::thread::spawn(|| {
+            let layout = Layout::from_size_align(64, 16).unwrap();
+            let blocks: Vec<NonNull<u8>> = (0..2 * BATCH).map(|_| allocate(layout)).collect();
+            for &block in &blocks {
+                // SAFETY: allocated above with `layout`, not used again.
+                unsafe { release(block, layout) };
+            }
+            // The second batch was held back; the first went to the depot.
+            let again: Vec<NonNull<u8>> = (0..BATCH).map(|_| allocate(layout)).collect();
+            assert_eq!(again, blocks[BATCH..]);
+            for block in again {
+                // SAFETY: as above.
+                unsafe { release(block, layout) };
+            }
+        })
+        .join()
+        .unwrap();
+    }
 }
