@@ -87,9 +87,16 @@ fn steals_try_the_nearest_tier_first_and_are_counted_by_tier() {
     let (p, g) = (pool.clone(), go.clone());
     pool.spawn_with_affinity(0, move || {
         assert_eq!(current_worker(), Some(0));
+        // About 100 ms of work in all: on a machine with fewer cores than
+        // workers, long enough that the OS schedules every worker while
+        // worker 0 still holds tasks (a few microseconds of work let one
+        // thief take everything before worker 1 first ran).
         for _ in 0..20_000 {
             p.spawn(|| {
-                std::hint::black_box((0..200).sum::<u64>());
+                let start = std::time::Instant::now();
+                while start.elapsed() < std::time::Duration::from_micros(5) {
+                    std::hint::spin_loop();
+                }
             });
         }
         g.store(true, Ordering::SeqCst);
