@@ -38,7 +38,7 @@ use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use crate::platform::unwind;
 use crate::queues::dispatch::Dispatch;
 use crate::queues::region::Region;
-use crate::task::successors::{Split, Successors};
+use crate::task::successors::{Many, Split, Successors};
 use crate::worker::group::Group;
 use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
@@ -930,7 +930,7 @@ unsafe fn finish(
     let successor = match successors.split() {
         Split::None => None,
         Split::One(only) => release_successor(only, failed, bypass.is_none(), worker),
-        Split::Many(all) => release_all(&all, failed, bypass.is_none(), worker),
+        Split::Many(all) => release_all(all, failed, bypass.is_none(), worker),
     };
     release_unit(unit);
     match (bypass, successor) {
@@ -987,13 +987,13 @@ fn release_successor(
 #[cold]
 #[inline(never)]
 fn release_all(
-    all: &[NonNull<Header>],
+    all: Many<Header>,
     failed: bool,
     no_bypass: bool,
     worker: &WorkerThread,
 ) -> Option<ReadyNode> {
     let mut successor = None;
-    for &s in all {
+    for &s in all.as_slice() {
         let may_take = no_bypass && successor.is_none();
         if let Some(ready) = release_successor(s, failed, may_take, worker) {
             successor = Some(ready);
