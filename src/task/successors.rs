@@ -126,10 +126,9 @@ impl<N> Successors<N> {
     /// nothing left to drop.
     #[inline(always)]
     pub(crate) fn split(self) -> Split<N> {
-        let word = self.word;
+        let (word, vector) = (self.word, self.vector());
         std::mem::forget(self);
         if word.addr() & MANY != 0 {
-            let vector = word.map_addr(|a| a & !MANY).cast::<Vec<NonNull<N>>>();
             // SAFETY: a tagged word holds the (non-null) vector from
             // `Box::into_raw` in `push`; `forget` above hands it over.
             return Split::Many(Many {
