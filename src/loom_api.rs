@@ -214,3 +214,10 @@ impl LoomProxyEntry {
         )
     }
 }
+
+/// A graph node's predecessor count as a run decrements it
+/// (`graph/pending.rs`): one predecessor arrives; true if it was the last,
+/// so that the node is ready.
+pub fn loom_arrive(count: &loom::sync::atomic::AtomicU32) -> bool {
+    crate::graph::pending::arrive(count, false)
+}

@@ -83,6 +83,8 @@ impl CancelToken {
 pub struct Graph<'a> {
     pub(super) id: u64,
     pub(super) nodes: Vec<Node<'a>>,
+    /// Each node's predecessor count for the run (`pending.rs`).
+    pub(super) pending: Vec<AtomicU32>,
     pub(super) meta: Vec<NodeMeta>,
     pub(super) edges: Vec<Edge>,
     /// Nodes without predecessors: a bit per node, kept as edges are
@@ -152,6 +154,7 @@ impl<'a> Graph<'a> {
         Graph {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
             nodes: Vec::new(),
+            pending: Vec::new(),
             meta: Vec::new(),
             edges: Vec::new(),
             root_bits: Vec::new(),
@@ -179,6 +182,7 @@ impl<'a> Graph<'a> {
             Some(kept) => g.nodes = kept,
             None => g.nodes.reserve_exact(nodes),
         }
+        g.pending.reserve_exact(nodes);
         g.meta.reserve_exact(nodes);
         g.root_bits.reserve_exact(nodes.div_ceil(64));
         g.edges.reserve_exact(edges);
@@ -240,7 +244,6 @@ impl<'a> Graph<'a> {
             self.grow_nodes();
         }
         self.nodes.push(Node {
-            pending: AtomicU32::new(0),
             in_degree: 0,
             children: AtomicU32::new(0),
             affinity: NO_AFFINITY,
@@ -251,6 +254,7 @@ impl<'a> Graph<'a> {
             call,
             body,
         });
+        self.pending.push(AtomicU32::new(0));
         self.meta.push(NodeMeta {
             first_succ: NO_EDGE,
             first_pred: NO_EDGE,
@@ -379,9 +383,8 @@ impl<'a> Graph<'a> {
             3 => self.long_lists.push(a as u32),
             _ => {}
         }
-        let node = &mut self.nodes[b];
-        node.in_degree += 1;
-        *node.pending.get_mut() += 1;
+        self.nodes[b].in_degree += 1;
+        *self.pending[b].get_mut() += 1;
         self.root_bits[b / 64] &= !(1 << (b % 64));
         self.shape_dirty = true;
         Ok(())

@@ -8,9 +8,9 @@
 //! worker with no queue in between. Nothing is allocated per run.
 //!
 //! Invariants kept here (the builder): `in_degree` is the number of
-//! distinct predecessors and, between runs, every node's `pending` equals
-//! it (a node resets its own count when it starts, and every node starts
-//! once per run, skipped or not); edges never close a cycle (checked when
+//! distinct predecessors and, between runs, every node's count in the
+//! pending array equals it (a node resets its own count when it starts,
+//! and every node starts once per run, skipped or not); edges never close a cycle (checked when
 //! added, see `order.rs`); duplicate edges are dropped; a node's run
 //! successor list keeps the order its edges were added in. The builder keeps
 //! its edges in one flat array, threaded into per-node successor and
@@ -23,6 +23,7 @@ mod dot;
 mod error;
 mod node;
 mod order;
+pub(crate) mod pending;
 mod run;
 mod spare;
 

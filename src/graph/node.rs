@@ -122,9 +122,8 @@ pub(crate) trait CancelTarget: Send + Sync {
 /// them.)
 #[repr(align(64))]
 pub(crate) struct Node<'a> {
-    /// Predecessors not yet completed in this run; equal to `in_degree`
-    /// between runs.
-    pub(super) pending: AtomicU32,
+    /// The number of distinct predecessors, which the node's count in the
+    /// run's pending array (`pending.rs`) equals between runs.
     pub(super) in_degree: u32,
     /// The body plus the children it spawned that have not finished; only
     /// used once the body spawns.
@@ -209,6 +208,8 @@ pub(crate) struct RunShared {
     pub(super) latch: AtomicPtr<CountLatch>,
     pub(super) nodes: AtomicPtr<Node<'static>>,
     pub(super) successor_pool: AtomicPtr<u32>,
+    /// The nodes' predecessor counts, one per node (`pending.rs`).
+    pub(super) pending: AtomicPtr<AtomicU32>,
     /// The nodes' names as trace records want them, one per node.
     pub(super) names: AtomicPtr<Option<Arc<str>>>,
     pub(super) names_len: AtomicUsize,
@@ -234,6 +235,7 @@ impl RunShared {
             latch: AtomicPtr::new(ptr::null_mut()),
             nodes: AtomicPtr::new(ptr::null_mut()),
             successor_pool: AtomicPtr::new(ptr::null_mut()),
+            pending: AtomicPtr::new(ptr::null_mut()),
             names: AtomicPtr::new(ptr::null_mut()),
             names_len: AtomicUsize::new(0),
             used_shared_queue: SharedQueueFlag::new(),
