@@ -1162,11 +1162,19 @@ fn large_graphs_built_one_after_another_run_right_and_drop_their_bodies() {
             prev = Some(id);
         }
     };
+    // 2^20 nodes: the largest node array kept, and the smallest count
+    // array; 600,000 and 550,000 keep and reuse the builder's lists and
+    // edges (arrays of 4 MiB or more are kept).
     for (n, with_capacity) in [
         (200_000u64, true),
         (150_000, false),
         (100_000, true),
         (210_000, false),
+        (600_000, true),
+        (550_000, true),
+        (1 << 20, true),
+        (1 << 20, true),
+        (300_000, false),
     ] {
         let (last, bad) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let mut g = if with_capacity {

@@ -129,6 +129,9 @@ impl Drop for Graph<'_> {
             unsafe { drop_body(self.nodes[i as usize].body.as_ptr()) };
         }
         spare::give(std::mem::take(&mut self.nodes));
+        spare::give_array(&spare::COUNTS, std::mem::take(&mut self.pending));
+        spare::give_array(&spare::META, std::mem::take(&mut self.meta));
+        spare::give_array(&spare::EDGES, std::mem::take(&mut self.edges));
     }
 }
 
@@ -182,10 +185,13 @@ impl<'a> Graph<'a> {
             Some(kept) => g.nodes = kept,
             None => g.nodes.reserve_exact(nodes),
         }
-        g.pending.reserve_exact(nodes);
-        g.meta.reserve_exact(nodes);
+        g.pending =
+            spare::take_array(&spare::COUNTS, nodes).unwrap_or_else(|| Vec::with_capacity(nodes));
+        g.meta =
+            spare::take_array(&spare::META, nodes).unwrap_or_else(|| Vec::with_capacity(nodes));
+        g.edges =
+            spare::take_array(&spare::EDGES, edges).unwrap_or_else(|| Vec::with_capacity(edges));
         g.root_bits.reserve_exact(nodes.div_ceil(64));
-        g.edges.reserve_exact(edges);
         g
     }
 
