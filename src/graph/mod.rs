@@ -10,8 +10,9 @@
 //! Invariants kept here (the builder): `in_degree` is the number of
 //! distinct predecessors and, between runs, every node's count in the
 //! pending array equals it (a node resets its own count when it starts,
-//! and every node starts once per run, skipped or not); edges never close a cycle (checked when
-//! added, see `order.rs`); duplicate edges are dropped; a node's run
+//! and every node starts once per run, skipped or not); edges never close
+//! a cycle (checked when added, see `order.rs`); duplicate edges are
+//! dropped; a node's run
 //! successor list keeps the order its edges were added in. The builder keeps
 //! its edges in one flat array, threaded into per-node successor and
 //! predecessor lists, so adding a node or an edge allocates nothing of its

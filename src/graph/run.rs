@@ -178,10 +178,9 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
 fn execute_traced(node: &'static Node<'static>, worker: &WorkerThread) -> Option<Next> {
     // SAFETY: the run state outlives the graph's nodes.
     let shared = unsafe { node.shared.as_ref() };
-    let base = shared.nodes.load(Ordering::Relaxed).cast_const();
     let names = shared.names.load(Ordering::Relaxed).cast_const();
     // SAFETY: `node` is an element of the running graph's node array.
-    let index = unsafe { ptr::from_ref(node).offset_from(base) } as usize;
+    let index = unsafe { index_of(shared, node) };
     // SAFETY: `names` has an entry per node while the graph runs, or is
     // empty (no node has a name).
     let name = (index < shared.names_len.load(Ordering::Relaxed))
@@ -342,20 +341,33 @@ unsafe fn complete<'a>(
     next
 }
 
-/// `node`'s predecessor count.
+/// `node`'s index in the running graph's storage.
 ///
 /// # Safety
 /// `node` is a node of the graph whose run `shared` describes.
 #[inline(always)]
-unsafe fn count_of<'s>(shared: &'s RunShared, node: &Node<'_>) -> &'s AtomicU32 {
+unsafe fn index_of(shared: &RunShared, node: &Node<'_>) -> usize {
     let base = shared.nodes.load(Ordering::Relaxed).cast_const();
-    // SAFETY: `node` lies in the node array at `base`, whose count array
-    // has as many entries.
+    // SAFETY: `node` lies in the node array at `base`.
     unsafe {
-        let index = ptr::from_ref(node)
+        ptr::from_ref(node)
             .cast::<Node<'static>>()
-            .offset_from(base) as usize;
-        &*shared.pending.load(Ordering::Relaxed).add(index)
+            .offset_from(base) as usize
+    }
+}
+
+/// `node`'s predecessor count.
+///
+/// # Safety
+/// As for `index_of`.
+#[inline(always)]
+unsafe fn count_of<'s>(shared: &'s RunShared, node: &Node<'_>) -> &'s AtomicU32 {
+    // SAFETY: the caller's; the count array has an entry per node.
+    unsafe {
+        &*shared
+            .pending
+            .load(Ordering::Relaxed)
+            .add(index_of(shared, node))
     }
 }
 
