@@ -249,6 +249,12 @@ impl WorkerThread {
         registry: Arc<Registry>,
         stack_budget: usize,
     ) -> WorkerGuard {
+        // A thread's first steal registers it with crossbeam's epoch
+        // collector, which allocates: register now, on our own empty deque,
+        // so that no steal inside a user's parallel section allocates (a
+        // worker that first stole mid-`join` broke `join_allocates_nothing`
+        // about once in 150 runs on a loaded machine).
+        let _ = deque.stealer().steal();
         let previous = WORKER_THREAD.with(Cell::get);
         // A guest starts in the region of the thread that enters.
         let start_region = current_region();
