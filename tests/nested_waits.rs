@@ -1,7 +1,8 @@
 //! The two guards on waits inside tasks (ARCHITECTURE.md, "Waiting
 //! inside a task"): past half of its stack a nested wait stops stealing,
 //! and only a worker's outermost loop takes enqueued tasks (rule 5), except
-//! for a wait whose own work went to the shared queue.
+//! for a wait whose own work went to the shared queue: that work is kept
+//! apart for it, so it takes its own and no task enqueued by others.
 
 mod common;
 
@@ -233,4 +234,101 @@ fn a_nested_run_returns_before_the_unrelated_nodes_in_its_deque() {
         0,
         "the nested run waited for unrelated nodes"
     );
+}
+
+/// The shape of issue 23's check, for each entry point that waits inside a
+/// task: on a one-worker pool, a task enqueues 20 unrelated tasks, then
+/// waits (`nested_wait`) for work that itself goes through the shared
+/// queue. The wait must take its own enqueued work (nobody else can: one
+/// worker) and none of the 20, which belong to the worker's outermost
+/// loop; they all run after the task returns.
+fn a_nested_wait_takes_only_its_own_enqueued_work(
+    nested_wait: impl FnOnce(&Pool) + Send + 'static,
+) {
+    const UNRELATED: usize = 20;
+    let pool = Pool::builder().num_threads(1).build().unwrap();
+    let unrelated_ran = Arc::new(AtomicUsize::new(0));
+    let ran_during_wait = common::within("the nested wait", Duration::from_secs(60), {
+        let unrelated_ran = unrelated_ran.clone();
+        move || {
+            let ran_during = pool.install(|| {
+                for _ in 0..UNRELATED {
+                    let r = unrelated_ran.clone();
+                    pool.enqueue(move || {
+                        r.fetch_add(1, Ordering::SeqCst);
+                    });
+                }
+                let before = unrelated_ran.load(Ordering::SeqCst);
+                nested_wait(&pool);
+                unrelated_ran.load(Ordering::SeqCst) - before
+            });
+            pool.wait_idle();
+            ran_during
+        }
+    });
+    assert_eq!(
+        ran_during_wait, 0,
+        "the nested wait ran {ran_during_wait} of {UNRELATED} unrelated enqueued tasks"
+    );
+    assert_eq!(unrelated_ran.load(Ordering::SeqCst), UNRELATED);
+}
+
+#[test]
+fn a_nested_run_takes_its_own_enqueued_nodes_and_no_unrelated_task() {
+    a_nested_wait_takes_only_its_own_enqueued_work(|pool| {
+        let own = Arc::new(AtomicUsize::new(0));
+        let o = own.clone();
+        pool.run([TaskRef::from_fn(move |cx| {
+            for _ in 0..10 {
+                let o = o.clone();
+                cx.enqueue(TaskRef::from_fn(move |_| {
+                    o.fetch_add(1, Ordering::SeqCst);
+                }));
+            }
+        })]);
+        assert_eq!(own.load(Ordering::SeqCst), 10, "the run's own nodes");
+    });
+}
+
+#[test]
+fn a_nested_graph_run_takes_its_enqueued_nodes_and_no_unrelated_task() {
+    a_nested_wait_takes_only_its_own_enqueued_work(|pool| {
+        let own = AtomicUsize::new(0);
+        let mut g = sixfold::Graph::new();
+        let first = g.add(|| {
+            own.fetch_add(1, Ordering::SeqCst);
+        });
+        for _ in 0..10 {
+            let node = g.add(|| {
+                own.fetch_add(1, Ordering::SeqCst);
+            });
+            g.set_dispatch(node, sixfold::Dispatch::Enqueue).unwrap();
+            g.precede(first, node).unwrap();
+        }
+        g.set_dispatch(first, sixfold::Dispatch::Enqueue).unwrap();
+        // Twice: a rerun starts its flag over and keeps apart again.
+        pool.run_graph(&mut g).unwrap();
+        pool.run_graph(&mut g).unwrap();
+        drop(g);
+        assert_eq!(own.load(Ordering::SeqCst), 22, "the graph's own nodes");
+    });
+}
+
+#[test]
+fn a_nested_pipeline_run_takes_no_unrelated_task() {
+    a_nested_wait_takes_only_its_own_enqueued_work(|pool| {
+        let mut next = 0;
+        let mut sum = 0;
+        let mut p = sixfold::Pipeline::new(|| {
+            (next < 100).then(|| {
+                next += 1;
+                next
+            })
+        })
+        .parallel(|x: u64| x * 2)
+        .serial_in_order(|x| sum += x);
+        pool.run_pipeline(&mut p, 4).unwrap();
+        drop(p);
+        assert_eq!(sum, 100 * 101);
+    });
 }

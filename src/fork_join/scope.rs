@@ -150,8 +150,8 @@ impl<'scope> Scope<'scope> {
         match here {
             Some(worker) => worker.push(job_ref),
             None => {
-                self.group.used_shared_queue().note();
-                self.registry.inject(job_ref, None)
+                let wait_key = self.group.used_shared_queue().note();
+                self.registry.inject_keyed(job_ref, None, wait_key)
             }
         }
     }
@@ -237,8 +237,8 @@ impl<'scope> ScopeFifo<'scope> {
             }
             // From outside the pool the shared queue is FIFO already.
             None => {
-                self.base.group.used_shared_queue().note();
-                self.base.registry.inject(job_ref, None)
+                let wait_key = self.base.group.used_shared_queue().note();
+                self.base.registry.inject_keyed(job_ref, None, wait_key)
             }
         }
     }

@@ -449,6 +449,7 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
 fn run_on_worker(worker: &WorkerThread, shared: &RunShared, roots: &[u32], sinks: usize) {
     let registry = worker.registry();
     let latch = CountLatch::for_worker(registry.wake_owner(worker.index()));
+    worker.prepare_wait(&shared.used_shared_queue);
     start(registry, shared, &latch, roots, sinks, Some(worker));
     worker.wait_until(
         latch.as_core().expect("a worker's latch"),

@@ -289,6 +289,8 @@ fn run_on_worker(worker: &WorkerThread, engine: &mut Engine<'_>, tokens: usize) 
         &latch,
         worker.region(),
     );
+    // After `prepare`, which starts the flag over; before any push.
+    worker.prepare_wait(&engine.used_shared_queue);
     worker.push(job);
     worker.wait_until(
         latch.as_core().expect("a worker's latch"),

@@ -641,6 +641,7 @@ fn run_on_worker(worker: &WorkerThread, tasks: Vec<TaskRef>) -> Group {
         OnPanic::Cancel,
         worker.region(),
     );
+    worker.prepare_wait(group.used_shared_queue());
     crate::task::node::submit_all(tasks, &group, group.region(), |ready| {
         ready.route_from(worker)
     });

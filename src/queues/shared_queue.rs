@@ -18,6 +18,14 @@
 //! * the *isolated* lane (`RegionQueue`) holds every job of an isolated
 //!   region that comes here (an entry, an enqueue, a spawn from outside),
 //!   so that an isolated wait can find its own without taking others'.
+//! * the *kept-apart* lane (a `RegionQueue` too) holds the enqueued tasks
+//!   of work that a nested wait waits for (`Pool::run`, `run_graph`,
+//!   `run_pipeline` inside a task), keyed by that wait
+//!   (`SharedQueueFlag::keep_apart`). The nested wait takes its own from
+//!   here, and never from the lanes: tasks enqueued before it, unrelated
+//!   to it, stay for workers at their outermost level, as the crate docs
+//!   promise. Workers at their outermost level take from it as from the
+//!   entry lane: a thread waits on every job in it.
 //!
 //! Ordering guarantee (documented in the crate docs): tasks enqueued by one
 //! thread land in one lane and leave it in the order they were enqueued, so
@@ -27,7 +35,7 @@
 //! eventually taken: idle workers scan every lane before they sleep, and the
 //! sleep protocol's final check looks at every lane.
 
-use crate::platform::sync::AtomicBool;
+use crate::platform::sync::{AtomicBool, AtomicU64};
 use crate::queues::job::{JobRef, Runner};
 use crate::queues::region::Region;
 use crate::queues::region_queue::RegionQueue;
@@ -47,6 +55,8 @@ pub(crate) struct SharedQueue<W> {
     entries: CachePadded<RingQueue<JobRef<W>>>,
     /// Jobs of isolated regions, searchable by region.
     isolated: RegionQueue<W>,
+    /// Enqueued tasks of nested waits' work, searchable by wait.
+    kept_apart: RegionQueue<W>,
     /// Entries plus isolated jobs waiting: one load tells a searching
     /// worker that there are none (the common case), without touching the
     /// two queues' lines. Raised before a push, lowered after a pop.
@@ -67,6 +77,7 @@ impl<W: Runner> SharedQueue<W> {
                 .collect(),
             entries: CachePadded::new(RingQueue::new(ENTRY_RING)),
             isolated: RegionQueue::default(),
+            kept_apart: RegionQueue::default(),
             special: AtomicUsize::new(0),
             next_outside_lane: AtomicUsize::new(0),
         }
@@ -93,11 +104,15 @@ impl<W: Runner> SharedQueue<W> {
     }
 
     /// Push at the back of the caller's home lane (a job of an isolated
-    /// region: the isolated lane). Returns whether that lane was empty
+    /// region: the isolated lane; of a nested wait's work, `wait_key` not
+    /// zero: the kept-apart lane). Returns whether that lane was empty
     /// before (a hint for how many sleepers to wake).
-    pub(crate) fn push(&self, job: JobRef<W>, worker: Option<usize>) -> bool {
+    pub(crate) fn push(&self, job: JobRef<W>, worker: Option<usize>, wait_key: u64) -> bool {
         if job.region().is_isolated() {
             return self.push_isolated(job);
+        }
+        if wait_key != 0 {
+            return self.push_kept_apart(wait_key, job);
         }
         let lane = &self.lanes[self.home_lane(worker)];
         let was_empty = lane.is_empty();
@@ -121,6 +136,13 @@ impl<W: Runner> SharedQueue<W> {
         let was_empty = self.isolated.is_empty();
         self.special.fetch_add(1, Ordering::SeqCst);
         self.isolated.push(job);
+        was_empty
+    }
+
+    #[cold]
+    fn push_kept_apart(&self, wait_key: u64, job: JobRef<W>) -> bool {
+        let was_empty = self.kept_apart.is_empty();
+        self.kept_apart.push_keyed(wait_key, job);
         was_empty
     }
 
@@ -157,12 +179,30 @@ impl<W: Runner> SharedQueue<W> {
         self.took_special(self.entries.pop().or_else(|| self.isolated.pop_any()))
     }
 
-    /// The front of the home lane, else of the next non-empty lane.
+    /// For a worker at its outermost level: the oldest task kept apart for
+    /// a nested wait (that wait's thread is blocked on it), else the front
+    /// of the home lane, else of the next non-empty lane.
     #[inline]
     pub(crate) fn pop_lanes(&self, worker: usize) -> Option<JobRef<W>> {
+        if let Some(job) = self.kept_apart.pop_any() {
+            return Some(job);
+        }
         let n = self.lanes.len();
         let home = worker % n;
         (0..n).find_map(|k| self.lanes[(home + k) % n].pop())
+    }
+
+    /// For the nested wait `wait_key`: the oldest of its own enqueued
+    /// tasks.
+    #[inline]
+    pub(crate) fn pop_kept_apart(&self, wait_key: u64) -> Option<JobRef<W>> {
+        self.kept_apart.pop_key(wait_key)
+    }
+
+    /// Is one of nested wait `wait_key`'s tasks waiting? (For its final
+    /// check before sleeping.)
+    pub(crate) fn has_kept_apart(&self, wait_key: u64) -> bool {
+        self.kept_apart.has_key(wait_key)
     }
 
     /// The oldest job of isolated region `region`.
@@ -191,7 +231,7 @@ impl<W: Runner> SharedQueue<W> {
     }
 
     fn lanes_empty(&self) -> bool {
-        self.lanes.iter().all(|lane| lane.is_empty())
+        self.kept_apart.is_empty() && self.lanes.iter().all(|lane| lane.is_empty())
     }
 
     /// Is an enqueued task (not an entry) waiting?
@@ -199,37 +239,74 @@ impl<W: Runner> SharedQueue<W> {
         !self.lanes_empty()
     }
 
+    /// Is an enqueued task waiting that the nested wait `wait_key` may not
+    /// take (in the lanes, or kept apart for another wait)?
+    pub(crate) fn has_lane_work_outside(&self, wait_key: u64) -> bool {
+        self.kept_apart.has_other_key_than(wait_key) || self.lanes.iter().any(|l| !l.is_empty())
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.lanes_empty() && !self.has_entries()
     }
 }
 
-/// Set before any of a wait's own work (a group's, a graph run's) goes to
-/// the shared queue: a nested wait for that work must then take rule 5, or
-/// it could wait for a task only it would run.
-pub(crate) struct SharedQueueFlag(AtomicBool);
+/// What a wait knows of its work's way through the shared queue: whether
+/// any of it went there, and, for a nested wait, the key its enqueued tasks
+/// are kept apart under.
+///
+/// Set before any of the work is submitted (`keep_apart`) and noted before
+/// each push to the shared queue (`note`): a nested wait takes rule 5 for
+/// its own tasks only (the kept-apart lane, by key), or it could wait for
+/// a task only it would run (a one-worker pool), yet must not take tasks
+/// enqueued before it by unrelated work.
+pub(crate) struct SharedQueueFlag {
+    used: AtomicBool,
+    /// 0: the work's tasks go to the lanes (its wait is at a worker's
+    /// outermost level, or outside the pool); else the kept-apart key.
+    wait_key: AtomicU64,
+}
 
 impl SharedQueueFlag {
     pub(crate) fn new() -> Self {
-        SharedQueueFlag(AtomicBool::new(false))
-    }
-
-    /// Some of the work is about to go to the shared queue. Call before the
-    /// push, so a waiter that sees the task sees the flag too.
-    #[inline]
-    pub(crate) fn note(&self) {
-        if !self.0.load(Ordering::Relaxed) {
-            self.0.store(true, Ordering::SeqCst);
+        SharedQueueFlag {
+            used: AtomicBool::new(false),
+            wait_key: AtomicU64::new(0),
         }
     }
 
-    /// For work that starts over (a graph's next run).
+    /// Before the work is submitted: keep its enqueued tasks apart, under
+    /// a key of their own, if its wait is nested.
+    pub(crate) fn keep_apart(&self, nested: bool) {
+        let key = if nested { Region::fresh().to_bits() } else { 0 };
+        self.wait_key.store(key, Ordering::Relaxed);
+    }
+
+    /// The key the work's enqueued tasks are kept apart under (0: none).
+    #[inline]
+    pub(crate) fn wait_key(&self) -> u64 {
+        self.wait_key.load(Ordering::Relaxed)
+    }
+
+    /// Some of the work is about to go to the shared queue. Call before the
+    /// push, so a waiter that sees the task sees the flag too. Returns the
+    /// key to push it under.
+    #[inline]
+    pub(crate) fn note(&self) -> u64 {
+        if !self.used.load(Ordering::Relaxed) {
+            self.used.store(true, Ordering::SeqCst);
+        }
+        self.wait_key()
+    }
+
+    /// For work that starts over (a graph's next run): unused, and not
+    /// kept apart until `keep_apart` says so again.
     pub(crate) fn reset(&self) {
-        self.0.store(false, Ordering::Relaxed);
+        self.used.store(false, Ordering::Relaxed);
+        self.wait_key.store(0, Ordering::Relaxed);
     }
 
     #[inline]
     pub(crate) fn is_set(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.used.load(Ordering::SeqCst)
     }
 }

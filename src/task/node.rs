@@ -583,8 +583,9 @@ impl ReadyNode {
         registry.route(job, dispatch, affinity, here, || {
             // SAFETY: a ready node's group lives until the node ran (the
             // node or a descendant of it holds a unit).
-            if let Some(group) = unsafe { group.as_ref() } {
-                group.used_shared_queue().note();
+            match unsafe { group.as_ref() } {
+                Some(group) => group.used_shared_queue().note(),
+                None => 0,
             }
         });
     }

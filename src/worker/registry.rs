@@ -291,7 +291,7 @@ impl<W: Runner> Registry<W> {
         dispatch: Dispatch,
         affinity: Option<usize>,
         here: Option<&W>,
-        before_shared: impl FnOnce(),
+        before_shared: impl FnOnce() -> u64,
     ) {
         let here_index = here.map(W::index);
         match affinity {
@@ -316,16 +316,16 @@ impl<W: Runner> Registry<W> {
                         let proxy = Proxy::new_pair(job, target, mailbox.progress());
                         mailbox.push(proxy);
                         self.sleep.new_mailbox_job(target);
-                        before_shared();
-                        self.inject(proxy, None);
+                        let wait_key = before_shared();
+                        self.inject_keyed(proxy, None, wait_key);
                     }
                 }
             }
             _ => match (dispatch, here) {
                 (Dispatch::Spawn, Some(worker)) => worker.push(job),
                 _ => {
-                    before_shared();
-                    self.inject(job, here_index)
+                    let wait_key = before_shared();
+                    self.inject_keyed(job, here_index, wait_key)
                 }
             },
         }
@@ -339,7 +339,18 @@ impl<W: Runner> Registry<W> {
     /// Push to the shared queue and make sure someone will see it: fence F1
     /// and the wake logic, and, from outside a zero-thread pool, a drainer.
     pub(crate) fn inject(self: &Arc<Self>, job: JobRef<W>, here: Option<usize>) {
-        let was_empty = self.shared.push(job, here);
+        self.inject_keyed(job, here, 0);
+    }
+
+    /// `inject`, for a task of work that the nested wait `wait_key` waits
+    /// for (0: none): it goes to the shared queue's kept-apart lane.
+    pub(crate) fn inject_keyed(
+        self: &Arc<Self>,
+        job: JobRef<W>,
+        here: Option<usize>,
+        wait_key: u64,
+    ) {
+        let was_empty = self.shared.push(job, here, wait_key);
         // Fence F1 and the injected-work wake even from a worker: a worker
         // in a nested wait may not take rule 5 itself (`WaitAccess`), so a
         // sleeper must not miss the push.

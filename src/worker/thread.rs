@@ -81,7 +81,12 @@ pub(crate) struct WaitAccess<'a> {
 enum SharedAccess<'a> {
     Always,
     Never,
-    /// When the waited-for work has used the shared queue.
+    /// Only the waited-for work's own enqueued tasks, kept apart under
+    /// this key (`SharedQueueFlag::keep_apart`).
+    KeptApart(u64),
+    /// When the waited-for work has used the shared queue (work whose
+    /// tasks were not kept apart: its wait was not known to be nested when
+    /// it was submitted).
     IfSet(&'a SharedQueueFlag),
 }
 
@@ -102,12 +107,22 @@ impl WaitAccess<'_> {
         }
     }
 
+    /// May it take from the enqueue lanes?
     #[inline]
     fn may_take_shared(&self) -> bool {
         match self.shared {
             SharedAccess::Always => true,
-            SharedAccess::Never => false,
+            SharedAccess::Never | SharedAccess::KeptApart(_) => false,
             SharedAccess::IfSet(flag) => flag.is_set(),
+        }
+    }
+
+    /// The key of the kept-apart tasks it may take (0: none).
+    #[inline]
+    fn kept_apart_key(&self) -> u64 {
+        match self.shared {
+            SharedAccess::KeptApart(key) => key,
+            _ => 0,
         }
     }
 }
@@ -543,9 +558,12 @@ impl WorkerThread {
         // the enqueue lanes as far as `access` allows.
         let shared = &self.registry.shared;
         let lanes = access.may_take_shared();
+        let kept_apart = access.kept_apart_key();
         while let Some(job) = shared.pop_entry().or_else(|| {
             if lanes {
                 shared.pop_lanes(self.index)
+            } else if kept_apart != 0 {
+                shared.pop_kept_apart(kept_apart)
             } else {
                 None
             }
@@ -721,8 +739,15 @@ impl WorkerThread {
         if !steal {
             self.counters().stack_guarded_wait();
         }
+        let shared = match group_flag {
+            None => SharedAccess::Never,
+            Some(flag) => match flag.wait_key() {
+                0 => SharedAccess::IfSet(flag),
+                key => SharedAccess::KeptApart(key),
+            },
+        };
         WaitAccess {
-            shared: group_flag.map_or(SharedAccess::Never, SharedAccess::IfSet),
+            shared,
             steal,
             region: Region::NONE,
         }
@@ -802,9 +827,11 @@ impl WorkerThread {
         if access.region.is_isolated() {
             return shared.has_region(access.region) || mailbox.has_region(access.region);
         }
+        let kept_apart = access.kept_apart_key();
         (access.may_take_shared() && !shared.is_empty())
             || shared.has_entries()
             || !mailbox.is_empty()
+            || (kept_apart != 0 && shared.has_kept_apart(kept_apart))
     }
 
     /// Does a wait limited by `access` see work that others could run?
@@ -815,7 +842,19 @@ impl WorkerThread {
             // took ours): thieves may take them.
             return shared.has_work_outside(access.region) || !self.deque.is_empty();
         }
-        !access.may_take_shared() && shared.has_lane_work()
+        match access.kept_apart_key() {
+            0 => !access.may_take_shared() && shared.has_lane_work(),
+            key => shared.has_lane_work_outside(key),
+        }
+    }
+
+    /// Before the work a wait of this thread will wait for is submitted:
+    /// if that wait is nested, the work's enqueued tasks are kept apart
+    /// for it (`SharedQueueFlag`), so that it takes those and no task
+    /// enqueued by others. Decided as `wait_access` decides that the wait
+    /// is nested (an isolated wait finds its tasks by region instead).
+    pub(crate) fn prepare_wait(&self, flag: &SharedQueueFlag) {
+        flag.keep_apart(self.wait_depth.get() > 0 && !self.region.get().is_isolated());
     }
 
     /// Before the worker exits: its deque and mailbox can still hold proxy
