@@ -292,6 +292,28 @@ struct Chain {
     tail: u32,
 }
 
+/// How `run_alone` ended.
+enum Alone {
+    /// The source is exhausted or the run cancelled: every token retired.
+    Over,
+    /// Items turned heavy and should be shared: the chain holds every
+    /// token, free, and the gates are as a normal run leaves them.
+    Heavy,
+    /// An idle worker took the free tokens while a parallel stage ran: the
+    /// chain is the one slot, its item at its next stage (or completed).
+    Split,
+}
+
+/// The rest of a chain, lent out while one item's stage runs (`lend`):
+/// the job it went out as, and where it was cut from that item.
+struct Lent {
+    job: JobRef,
+    /// The slot before the item (its `next` skips the item meanwhile).
+    before: Option<u32>,
+    /// The slot after the item.
+    behind: u32,
+}
+
 /// What one step of the front slot (taken off the chain for the step) led
 /// to.
 enum Step<'e> {
@@ -600,7 +622,7 @@ impl<'a> Engine<'a> {
             // at an in-order gate and an item behind it has a stage to run
             // first; then that one, and the front keeps its place.
             // SAFETY: the chain is ours.
-            let (current, before) = match unsafe { self.runnable_behind(front, state) } {
+            let (current, mut before) = match unsafe { self.runnable_behind(front, state) } {
                 Some(pair) => pair,
                 None => (front, None),
             };
@@ -629,7 +651,9 @@ impl<'a> Engine<'a> {
                 // Read before the step: the item may be given away in it.
                 let behind = cur_state.next.get();
                 // SAFETY: the chain is ours, and `current` is in it.
-                let step = unsafe { self.step(current, &mut chain, worker, force, blocked_at) };
+                let step = unsafe {
+                    self.step(current, &mut before, &mut chain, worker, force, blocked_at)
+                };
                 let unlink = |chain: &mut Chain, replacement: u32| {
                     let next = if replacement == NO_SLOT {
                         behind
@@ -767,17 +791,20 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Advance the item in `slot` (in the chain) by one stage. With `force`,
-    /// an item that is not yet its turn at an in-order gate parks there;
-    /// without, it just waits in the chain. An item at stage `blocked_at`
-    /// waits without a look at the turn: an item ahead of it in the chain
-    /// waits there.
+    /// Advance the item in `slot` (in the chain, right behind `before`) by
+    /// one stage. With `force`, an item that is not yet its turn at an
+    /// in-order gate parks there; without, it just waits in the chain. An
+    /// item at stage `blocked_at` waits without a look at the turn: an item
+    /// ahead of it in the chain waits there. If the rest of the chain was
+    /// taken while the stage ran (`lend`), the chain is `slot` alone (and
+    /// what a gate handed over behind it), and `before` is `None`.
     ///
     /// # Safety
     /// The caller owns the chain.
     unsafe fn step<'e>(
         &'e self,
         slot: &'e Slot,
+        before: &mut Option<&'e Slot>,
         chain: &mut Chain,
         worker: &WorkerThread,
         force: bool,
@@ -809,7 +836,8 @@ impl<'a> Engine<'a> {
         match self.gate(index) {
             Gate::Parallel => {
                 if state.has_item.get() {
-                    self.run_body(stage, slot, state);
+                    // SAFETY: the chain is ours, `slot` in it behind `before`.
+                    unsafe { self.run_body_lending(stage, slot, before, chain, worker) };
                 }
             }
             Gate::AnyOrder(gate) => {
@@ -836,7 +864,8 @@ impl<'a> Engine<'a> {
                     }
                     state.held_gate.set(NO_GATE);
                     if state.has_item.get() {
-                        self.run_body(stage, slot, state);
+                        // SAFETY: as above.
+                        unsafe { self.run_body_lending(stage, slot, before, chain, worker) };
                     }
                     if let Some(next) = gate.finish() {
                         // SAFETY: the gate handed `next` to us.
@@ -872,7 +901,8 @@ impl<'a> Engine<'a> {
                     }
                 }
                 if state.has_item.get() {
-                    self.run_body(stage, slot, state);
+                    // SAFETY: as above.
+                    unsafe { self.run_body_lending(stage, slot, before, chain, worker) };
                 }
                 // SAFETY: the chain is ours.
                 if unsafe { self.next_in_chain_is(state, state.sequence.get() + 1) } {
@@ -1028,6 +1058,114 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Run the stage's closure on `slot`'s item with the rest of the chain
+    /// lent out meanwhile (see "Work conservation" in the module
+    /// documentation): on return, the chain is either as it was, or `slot`
+    /// alone with `before` cleared, if an idle worker took the rest (then
+    /// it returns true).
+    ///
+    /// # Safety
+    /// The caller owns the chain, and `slot` is in it right behind `before`
+    /// (or at its front).
+    #[inline]
+    unsafe fn run_body_lending<'e>(
+        &'e self,
+        stage: &Stage<'_>,
+        slot: &'e Slot,
+        before: &mut Option<&'e Slot>,
+        chain: &mut Chain,
+        worker: &WorkerThread,
+    ) -> bool {
+        // SAFETY: forwarded.
+        let lent = unsafe { self.lend(chain, slot, *before, worker) };
+        // SAFETY: ours.
+        self.run_body(stage, slot, unsafe { slot.state() });
+        // SAFETY: forwarded; `lent` came from `lend` above.
+        lent.is_some_and(|lent| unsafe { self.reclaim(lent, chain, slot, before, worker) })
+    }
+
+    /// Put every slot of the chain but `current` on our deque as a job of
+    /// its own, quietly (no wake-up: `Sleep`'s heartbeat brings sleepers),
+    /// while `current`'s stage runs. None if there is nothing to lend or
+    /// nobody to lend it to.
+    ///
+    /// # Safety
+    /// As `run_body_lending`. The lent slots are not ours until `reclaim`
+    /// gets them back.
+    unsafe fn lend(
+        &self,
+        chain: &Chain,
+        current: &Slot,
+        before: Option<&Slot>,
+        worker: &WorkerThread,
+    ) -> Option<Lent> {
+        if self.workers.load(Ordering::Relaxed) < 2 {
+            return None;
+        }
+        // SAFETY: ours.
+        let state = unsafe { current.state() };
+        let behind = state.next.get();
+        let head = match before {
+            None if behind == NO_SLOT => return None,
+            None => behind,
+            Some(prev) => {
+                // SAFETY: ours. The front part of the chain skips `current`.
+                unsafe { prev.state() }.next.set(behind);
+                chain.head
+            }
+        };
+        state.next.set(NO_SLOT);
+        let job = self.job(self.slot(head));
+        worker.push_quiet(job);
+        Some(Lent {
+            job,
+            before: before.map(|prev| prev.index),
+            behind,
+        })
+    }
+
+    /// After the stage ran: take the lent slots back if nobody took them
+    /// (they are still at the tail of our deque), and relink the chain as
+    /// it was. Otherwise they are another job's now (a thief's, or still
+    /// on our deque under work the stage pushed): our chain is `current`,
+    /// and it returns true.
+    ///
+    /// # Safety
+    /// As `run_body_lending`, with `lent` from `lend` for this `current`.
+    unsafe fn reclaim<'e>(
+        &'e self,
+        lent: Lent,
+        chain: &mut Chain,
+        current: &'e Slot,
+        before: &mut Option<&'e Slot>,
+        worker: &WorkerThread,
+    ) -> bool {
+        match worker.pop_own() {
+            Some(job) if job.same_job(&lent.job) => {
+                // SAFETY: ours again: nobody ran the job.
+                unsafe { current.state() }.next.set(lent.behind);
+                if let Some(prev) = lent.before {
+                    // SAFETY: as above.
+                    unsafe { self.slot(prev).state() }.next.set(current.index);
+                }
+                false
+            }
+            other => {
+                if let Some(job) = other {
+                    // The stage's own work (a spawn it left behind): back on
+                    // top; the lent job below it runs on its own later.
+                    worker.push_quiet(job);
+                }
+                *chain = Chain {
+                    head: current.index,
+                    tail: current.index,
+                };
+                *before = None;
+                true
+            }
+        }
+    }
+
     /// Run the stage's closure on the item, catching a panic; time it for
     /// a sampled item.
     #[inline]
@@ -1071,8 +1209,9 @@ impl<'a> Engine<'a> {
         // SAFETY: the chain is ours.
         if unsafe { self.alone(chain, worker) } {
             // SAFETY: the chain is ours and holds every token.
-            if unsafe { self.run_alone(chain, retired, worker) } {
-                return true;
+            match unsafe { self.run_alone(chain, retired, worker) } {
+                Alone::Over | Alone::Split => return true,
+                Alone::Heavy => {}
             }
         }
         // Take the gate (or park our tokens at it).
@@ -1258,10 +1397,15 @@ impl<'a> Engine<'a> {
     /// The whole pipeline on this worker, one item at a time through every
     /// stage, with no gate and no atomic operation: we hold every token,
     /// so no other job is inside it, and light items are cheaper run here
-    /// than moved. Returns true when the run is over (the source was
-    /// exhausted or the run cancelled: every token retired), false when
-    /// items turned heavy and should be shared (the chain then holds every
-    /// token, free, and the gates are as a normal run would leave them).
+    /// than moved.
+    ///
+    /// Each in-order gate's turn is kept exact as items pass (one plain
+    /// store), and the source's next sequence number too, so that around a
+    /// parallel stage the free tokens can be lent out (`lend`): if an idle
+    /// worker takes them while the stage runs, it finds the gates as a
+    /// normal run would have left them, and we go on with our item through
+    /// the gates like any chain. (Serial stages run without their gates
+    /// here, so nothing is lent around them.)
     ///
     /// # Safety
     /// The caller owns the chain, which holds every token of the run, free.
@@ -1270,69 +1414,83 @@ impl<'a> Engine<'a> {
         chain: &mut Chain,
         retired: &mut u32,
         worker: &WorkerThread,
-    ) -> bool {
+    ) -> Alone {
         let slot = self.slot(chain.head);
         // SAFETY: ours.
         let state = unsafe { slot.state() };
         let item = self.item(slot);
-        // SAFETY: nobody else fetches while we hold every token.
-        let next_sequence = unsafe { self.source_gate().holder_word() };
-        let mut over = false;
         loop {
             if self.cancelled() {
-                over = true;
                 break;
             }
             // SAFETY: the source is ours alone; the cell fits its item.
             match unwind::halt_unwinding(|| unsafe { self.source.body.fetch(item) }) {
                 Ok(true) => {}
-                Ok(false) => {
-                    over = true;
-                    break;
-                }
+                Ok(false) => break,
                 Err(payload) => {
                     self.record_panic(payload);
-                    over = true;
                     break;
                 }
             }
-            state.sequence.set(*next_sequence);
-            *next_sequence += 1;
+            // SAFETY: nobody else fetches while we hold every token (the
+            // tokens are lent only after this).
+            let sequence = {
+                let next = unsafe { self.source_gate().holder_word() };
+                *next += 1;
+                *next - 1
+            };
+            state.sequence.set(sequence);
             state.has_item.set(true);
             state.work_ns.set(0);
-            state.sampled.set(state.sequence.get() % SAMPLE_EVERY == 0);
+            state.sampled.set(sequence % SAMPLE_EVERY == 0);
             for (index, stage) in self.stages.iter().enumerate() {
                 worker.count_task(Rule::Returned);
-                if !state.has_item.get() {
-                    break;
-                }
-                if self.cancelled() {
+                if state.has_item.get() && self.cancelled() {
                     self.drop_input(index, slot);
                     state.has_item.set(false);
-                    break;
                 }
-                self.run_body(stage, slot, state);
+                match self.gate(index) {
+                    Gate::Parallel if state.has_item.get() => {
+                        let mut before = None;
+                        // SAFETY: the chain is ours, `slot` at its front.
+                        if unsafe { self.run_body_lending(stage, slot, &mut before, chain, worker) }
+                        {
+                            // The free tokens were taken: from here on
+                            // the item goes through the gates.
+                            state.stage.set(index as u32 + 2);
+                            if index + 1 == self.stages.len() {
+                                self.complete_item(slot, state);
+                            }
+                            return Alone::Split;
+                        }
+                    }
+                    Gate::Parallel => {}
+                    Gate::InOrder(gate) => {
+                        if state.has_item.get() {
+                            self.run_body(stage, slot, state);
+                        }
+                        // Passed (or skipped, as a dropped item does).
+                        gate.skip_to(sequence + 1);
+                    }
+                    Gate::AnyOrder(_) => {
+                        if state.has_item.get() {
+                            self.run_body(stage, slot, state);
+                        }
+                    }
+                }
             }
             state.stage.set(self.stages.len() as u32 + 1);
             self.complete_item(slot, state);
             if self.share_items() {
-                break;
+                return Alone::Heavy;
             }
             worker.count_task(Rule::Returned);
         }
-        // Leave the gates as the items we ran would have: every in-order
-        // gate's turn is the next sequence number.
-        for index in 0..self.stages.len() {
-            if let Gate::InOrder(gate) = self.gate(index) {
-                gate.skip_to(*next_sequence);
-            }
-        }
-        if over {
-            self.exhausted.store(true, Ordering::Release);
-            // SAFETY: ours.
-            unsafe { self.retire_chain(chain, retired) };
-        }
-        over
+        // The source is exhausted or the run cancelled.
+        self.exhausted.store(true, Ordering::Release);
+        // SAFETY: ours.
+        unsafe { self.retire_chain(chain, retired) };
+        Alone::Over
     }
 
     /// Move every token of `chain` to `retired`.

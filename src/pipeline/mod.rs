@@ -246,6 +246,9 @@ pub(crate) fn run_pipeline<T>(
             });
         }
     }
+    // Chains are lent out quietly around stage bodies: sleepers must look
+    // for them now and then while the run lasts (`Sleep`'s heartbeat).
+    let _heartbeat = (num_workers > 1).then(|| Heartbeat::start(registry));
     match WorkerThread::current() {
         Some(worker) if Arc::ptr_eq(worker.registry(), registry) => {
             run_on_worker(worker, engine, tokens)
@@ -276,6 +279,22 @@ pub(crate) fn run_pipeline<T>(
         return Err(PipelineError::Cancelled);
     }
     Ok(())
+}
+
+/// Sleepers of the pool wake now and then while this lives.
+struct Heartbeat<'r>(&'r Registry);
+
+impl<'r> Heartbeat<'r> {
+    fn start(registry: &'r Registry) -> Self {
+        registry.sleep.start_heartbeat();
+        Heartbeat(registry)
+    }
+}
+
+impl Drop for Heartbeat<'_> {
+    fn drop(&mut self) {
+        self.0.sleep.stop_heartbeat();
+    }
 }
 
 /// A run from a worker of the pool: its first token's job goes to our own

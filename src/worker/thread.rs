@@ -354,6 +354,23 @@ impl WorkerThread {
         self.registry.sleep.new_internal_jobs(1, was_empty);
     }
 
+    /// Push onto the tail of the own deque without telling the sleep
+    /// protocol: for work that idle workers may take but that is not worth
+    /// waking one for yet (a pipeline chain lent out around a stage body,
+    /// `pipeline/engine.rs`). Sleepers find it at their next heartbeat
+    /// (`Sleep::start_heartbeat`), searchers at once.
+    #[inline]
+    pub(crate) fn push_quiet(&self, job: JobRef) {
+        self.deque.push(job);
+    }
+
+    /// Pop the tail of the own deque (rule 3) as it is: the caller looks
+    /// for a job it pushed itself, so no proxy is resolved.
+    #[inline]
+    pub(crate) fn pop_own(&self) -> Option<JobRef> {
+        self.deque.pop()
+    }
+
     /// `Pool::spawn_fifo` from this worker: the job goes behind its
     /// earlier FIFO spawns, and an indirect job onto its deque.
     pub(crate) fn push_fifo(&self, job: JobRef) {

@@ -66,6 +66,21 @@
 //! Work pushed to a worker's own deque needs no fence: if a sleeper misses
 //! it, the pushing worker itself is awake and will run it.
 //!
+//! # Heartbeat: work pushed without a wake-up
+//!
+//! A pipeline lends the rest of a chain out around each stage body by a
+//! *quiet* push to its own deque (`WorkerThread::push_quiet`): waking a
+//! sleeper for every item would cost a system call an item, and take a
+//! light pipeline apart. But if the body blocks, an idle worker must still
+//! come for that work. So while such a run is in progress
+//! (`start_heartbeat` .. `stop_heartbeat`), a sleeper blocks for at most
+//! `HEARTBEAT` and then searches again (steals included). A sleeper that
+//! read the heartbeat count as zero blocks without a timeout; the first
+//! `start_heartbeat` wakes every sleeper, and cannot miss one: the sleeper
+//! reads the count after its sleeping-count CAS, the starter reads the
+//! sleeping count after raising the count, both SeqCst, so one of the two
+//! sees the other.
+//!
 //! Latches: a worker waiting on a latch sleeps on it. The latch's own
 //! SLEEPY/SLEEPING states make `set` report whether the owner committed to
 //! sleep; the setter then wakes that owner alone.
@@ -79,7 +94,7 @@ pub(crate) mod counters;
 use crate::platform::latch::CoreLatch;
 #[cfg(not(loom))]
 use crate::platform::sync::thread;
-use crate::platform::sync::{Condvar, Mutex, Ordering, fence};
+use crate::platform::sync::{AtomicUsize, Condvar, Mutex, Ordering, fence};
 use counters::{AtomicCounters, JobsEventCounter};
 use crossbeam_utils::CachePadded;
 
@@ -100,6 +115,12 @@ fn pause_between_rounds() {
     thread::yield_now();
 }
 
+/// How long a sleeper blocks while a run may push work without waking
+/// anyone (see "Heartbeat" above): the longest an idle worker leaves a
+/// blocked pipeline stage's lent items waiting.
+#[cfg(not(loom))]
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// One worker's sleep lock and condvar, each on its own cache line.
 struct WorkerSleepState {
     /// True while the worker is blocked on `condvar`. Written under the lock
@@ -113,6 +134,10 @@ pub(crate) struct Sleep {
     /// Padded: read on every push, written whenever a worker goes idle.
     counters: CachePadded<AtomicCounters>,
     worker_sleep_states: Vec<CachePadded<WorkerSleepState>>,
+    /// Runs in progress that may push work quietly: while non-zero,
+    /// sleepers wake every `HEARTBEAT`. On a line of its own: read by
+    /// every worker that falls asleep.
+    heartbeats: CachePadded<AtomicUsize>,
 }
 
 /// A searching worker's progress towards sleep.
@@ -149,7 +174,22 @@ impl Sleep {
                     })
                 })
                 .collect(),
+            heartbeats: CachePadded::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// A run that may push work quietly begins: sleepers wake every
+    /// `HEARTBEAT` until it ends. The first such run wakes every sleeper,
+    /// since those blocked without a timeout.
+    pub(crate) fn start_heartbeat(&self) {
+        if self.heartbeats.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.wake_sleepers();
+        }
+    }
+
+    /// The run that called `start_heartbeat` is over.
+    pub(crate) fn stop_heartbeat(&self) {
+        self.heartbeats.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// A worker starts searching for work.
@@ -258,6 +298,26 @@ impl Sleep {
             false
         } else {
             *is_blocked = true;
+            // Read after the sleeping-count CAS (see "Heartbeat").
+            #[cfg(not(loom))]
+            if self.heartbeats.load(Ordering::SeqCst) > 0 {
+                let deadline = std::time::Instant::now() + HEARTBEAT;
+                while *is_blocked {
+                    if sleep_state
+                        .condvar
+                        .wait_until(&mut is_blocked, deadline)
+                        .timed_out()
+                    {
+                        if *is_blocked {
+                            // Nobody woke us: we take ourselves off the
+                            // count (under the lock, so a waker cannot too).
+                            *is_blocked = false;
+                            self.counters.sub_sleeping_thread();
+                        }
+                        break;
+                    }
+                }
+            }
             while *is_blocked {
                 sleep_state.condvar.wait(&mut is_blocked);
             }
