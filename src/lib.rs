@@ -74,7 +74,7 @@
 //!
 //! | construct | a panic in one task |
 //! |---|---|
-//! | [`join`], [`scope`], [`scope_fifo`] (rayon's) | every other spawned task still runs; the first panic is resumed once all finished, the body's (or `join`'s first closure's) first |
+//! | [`join`], [`scope`], [`scope_fifo`], the loops ([`for_range`], [`reduce`], ...) (rayon's) | every other spawned task still runs; the first panic is resumed once all finished, the body's (or `join`'s first closure's) first |
 //! | [`Pool::run`], [`Pool::run_graph`] (oneTBB's) | cancels the tasks not yet started, lets started ones finish, resumes the panic; a graph stays reusable |
 //! | `'static` tasks ([`spawn`], [`enqueue`], ...) | goes to [`Builder::panic_handler`], or is printed and counted; the pool keeps working |
 
@@ -84,6 +84,7 @@
 // The layers, top to bottom (ARCHITECTURE.md): each imports only below it.
 mod fork_join;
 mod graph;
+mod loops;
 mod pipeline;
 mod pool;
 
@@ -103,6 +104,11 @@ pub mod loom_api;
 pub use error::{AffinityError, BuildError, PipelineError, TaskError};
 pub use fork_join::{Scope, ScopeFifo, isolate, join, scope, scope_fifo};
 pub use graph::{CancelToken, Graph, GraphError, NodeId, Subflow};
+pub use loops::{
+    AffinityPartitioner, Partitioner, Range2d, for_chunks, for_chunks_mut, for_chunks_mut_with,
+    for_chunks_with, for_each_index, for_range, for_range_with, for_tiles, for_tiles_with, reduce,
+    reduce_deterministic, reduce_with,
+};
 pub use observe::{Rule, SleepEvent, Stats, TaskEvent, Trace, WorkerStats};
 pub use pipeline::Pipeline;
 pub use platform::{CoreInfo, Pinning, Proximity, Topology, TopologySource};

@@ -64,7 +64,7 @@ fn ok_or_resume<R>(result: Result<R, Box<dyn Any + Send>>) -> R {
     }
 }
 
-fn join_on_worker<A, B, RA, RB>(worker: &WorkerThread, a: A, b: B) -> (RA, RB)
+pub(crate) fn join_on_worker<A, B, RA, RB>(worker: &WorkerThread, a: A, b: B) -> (RA, RB)
 where
     A: FnOnce() -> RA + Send,
     B: FnOnce() -> RB + Send,

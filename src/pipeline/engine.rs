@@ -38,6 +38,19 @@
 //! slot names this one (`Registry::wait_until_left`). Miri's borrow models
 //! check this in `tests/miri_pipeline.rs`.
 //!
+//! Work conservation: while an item's stage body runs, the rest of its
+//! chain (items and free tokens) is *lent out*: pushed to the worker's own
+//! deque as a job of its own, quietly (no wake-up), and popped back after
+//! the body (`lend`, `reclaim`). A body that returns at once gets its
+//! chain back for the price of a push and a pop; one that blocks or takes
+//! long has the rest taken by an idle worker (rule 6): a searching one at
+//! once, a sleeping one within the sleep heartbeat (`Sleep`), so no item
+//! that could run waits behind it while a worker idles, and a parallel
+//! stage can hold `min(workers, tokens)` items at once, on the first run
+//! as on later ones. `run_alone` lends its free tokens around parallel
+//! stages only (it runs serial stages without their gates), keeping the
+//! in-order gates' turns and the source's sequence exact for a taker.
+//!
 //! Cancellation and panics: the source stops (it counts as exhausted), and
 //! items in flight are dropped at their next stage, without running it; an
 //! item that was dropped still passes the in-order gates after it (without

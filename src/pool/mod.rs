@@ -2,6 +2,7 @@
 //! the global pool behind the free functions.
 
 pub(crate) mod global;
+mod loops;
 pub(crate) mod thread_pool;
 
 pub use global::{current_num_threads, enqueue, spawn, spawn_fifo};

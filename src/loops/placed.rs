@@ -1,0 +1,156 @@
+//! The planned partitioners (`Static`, a replaying `Affinity`): the range
+//! is cut into `n` parts up front, and part `k` goes to the worker the plan
+//! names, through that worker's mailbox (rule 4) with a proxy on the
+//! caller's deque (`Registry::route`): the target takes it when free, and
+//! another worker only when the target is stuck (`queues/proxy.rs`). The
+//! caller runs its own parts in place, then waits by working until every
+//! part has run.
+//!
+//! The parts are jobs in one array owned by this call, each releasing one
+//! unit of the call's latch as its very last act: the caller returns (and
+//! frees the array) only once the latch is set, so no job outlives its
+//! memory. A panic in a part is kept (the first one) and resumed once every
+//! part has run: rayon's contract, as for the recursive partitioners.
+
+use super::range::LoopRange;
+use crate::platform::latch::CountLatch;
+use crate::platform::unwind;
+use crate::queues::dispatch::Dispatch;
+use crate::worker::thread::{JobRef, Next, WorkerThread};
+use parking_lot::Mutex;
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::ptr::NonNull;
+
+/// What every part of one call shares (on the caller's stack).
+struct Shared<'c, R, L> {
+    range: &'c R,
+    parts: usize,
+    leaf: &'c L,
+    /// Told which worker ran part `k` (the affinity partitioner's record).
+    ran: &'c (dyn Fn(usize, usize) + Sync),
+    latch: CountLatch,
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+}
+
+/// One part: a job of its own.
+struct Part<'c, R, T, L> {
+    shared: &'c Shared<'c, R, L>,
+    index: usize,
+    /// Written once by the part's job, read by the caller after the latch.
+    result: UnsafeCell<Option<T>>,
+}
+
+impl<R, T, L> Part<'_, R, T, L>
+where
+    R: LoopRange,
+    T: Send,
+    L: Fn(R) -> T + Sync,
+{
+    /// Run the part on `worker`; catch a panic.
+    fn run(&self, worker: &WorkerThread) {
+        let shared = self.shared;
+        (shared.ran)(self.index, worker.index());
+        let range = shared.range.part(self.index, shared.parts);
+        match unwind::halt_unwinding(|| (shared.leaf)(range)) {
+            // SAFETY: only this part's single run writes the cell, and the
+            // caller reads it only after the latch said the run is over.
+            Ok(value) => unsafe { *self.result.get() = Some(value) },
+            Err(payload) => {
+                let mut first = shared.panic.lock();
+                if first.is_none() {
+                    *first = Some(payload);
+                }
+            }
+        }
+    }
+
+    /// The `JobRef` entry point of a part sent to another worker.
+    ///
+    /// # Safety
+    /// `this` points at a `Part` of a call that waits for its latch.
+    unsafe fn execute(this: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
+        // SAFETY: per the contract, live until the release below.
+        let part = unsafe { this.cast::<Self>().as_ref() };
+        part.run(worker);
+        // SAFETY: the latch counts this part's unit; the last touch of the
+        // call's memory (the caller may return the moment it is set).
+        unsafe { CountLatch::release(&part.shared.latch) };
+        None
+    }
+}
+
+/// Run `range` cut into `parts` parts, part `k` on worker `target(k)`,
+/// `ran(k, worker)` told where each ran, and combine the results left to
+/// right (`None` for no parts).
+pub(crate) fn run_placed<R, T, L, C>(
+    worker: &WorkerThread,
+    range: &R,
+    parts: usize,
+    target: impl Fn(usize) -> usize,
+    ran: &(dyn Fn(usize, usize) + Sync),
+    leaf: &L,
+    combine: &C,
+) -> Option<T>
+where
+    R: LoopRange,
+    T: Send,
+    L: Fn(R) -> T + Sync,
+    C: Fn(T, T) -> T + Sync,
+{
+    let registry = worker.registry();
+    let shared = Shared {
+        range,
+        parts,
+        leaf,
+        ran,
+        latch: CountLatch::for_worker(registry.wake_owner(worker.index())),
+        panic: Mutex::new(None),
+    };
+    let all: Box<[Part<'_, R, T, L>]> = (0..parts)
+        .map(|index| Part {
+            shared: &shared,
+            index,
+            result: UnsafeCell::new(None),
+        })
+        .collect();
+    let here = worker.index();
+    let workers = registry.num_slots();
+    // Others' parts first, so they start while we run ours.
+    let mut sent = 0;
+    for part in all.iter() {
+        let to = target(part.index) % workers;
+        if to != here {
+            sent += 1;
+            shared.latch.add(1);
+            // SAFETY: the part lives in `all` until the latch is set, which
+            // its job's release contributes to; it runs once.
+            let job = unsafe {
+                JobRef::new(
+                    NonNull::from(part).cast(),
+                    Part::<R, T, L>::execute,
+                    worker.region(),
+                )
+            };
+            registry.route(job, Dispatch::Spawn, Some(to), Some(worker), || 0);
+        }
+    }
+    for part in all.iter() {
+        if target(part.index) % workers == here {
+            part.run(worker);
+        }
+    }
+    if sent > 0 {
+        // Our own unit: the latch is set when the others' are released too.
+        // SAFETY: the latch lives on this frame until after the wait.
+        unsafe { CountLatch::release(&shared.latch) };
+        worker.wait_until(shared.latch.as_core().expect("a worker's latch"), None);
+    }
+    if let Some(payload) = shared.panic.lock().take() {
+        unwind::resume_unwinding(payload);
+    }
+    Vec::from(all)
+        .into_iter()
+        .filter_map(|part| part.result.into_inner())
+        .reduce(combine)
+}
