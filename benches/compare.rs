@@ -28,6 +28,8 @@ mod cps_fib;
 mod graph_build;
 #[path = "support/graph_shapes.rs"]
 mod graph_shapes;
+#[path = "support/loops.rs"]
+mod loops;
 #[path = "support/pipelines.rs"]
 mod pipelines;
 #[path = "support/placement.rs"]
@@ -620,7 +622,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 29] = [
+    let benches: [(&str, Bench); 37] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_cps/30/1worker", bench_fib_cps_one_worker),
         ("fib_join/30", bench_fib_join),
@@ -668,6 +670,17 @@ fn main() {
         ("pipeline_work/100000", pipelines::bench_pipeline_work),
         ("pipeline_pinned/3x20000", pipelines::bench_pipeline_pinned),
         ("pipeline_idle_cpu", pipelines::bench_pipeline_idle),
+        ("loop_saxpy/10000000", loops::bench_saxpy),
+        ("loop_fine/1000000", loops::bench_fine),
+        ("loop_unbalanced/100000", loops::bench_unbalanced),
+        ("reduce_sum/10000000", loops::bench_reduce_sum),
+        (
+            "reduce_deterministic/10000000",
+            loops::bench_reduce_deterministic,
+        ),
+        ("matmul/512", loops::bench_matmul),
+        ("stencil_replay/98304x2000", loops::bench_stencil_replay),
+        ("loop_empty_call", loops::bench_empty_call),
         ("trace_cost", placement::bench_trace_cost),
         ("idle_cpu", bench_idle_cpu),
         ("wake_latency", bench_wake_latency),

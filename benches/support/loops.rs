@@ -1,0 +1,473 @@
+//! Parallel loop benchmarks: sixfold's loops against the rayon program a
+//! rayon user would write for the same loop (`par_iter`, `par_chunks_mut`),
+//! in the same run. Each line's last field is sixfold / rayon unless its
+//! name says `vs_sequential` (sixfold / the plain loop on one thread) or
+//! `vs_ideal` (sixfold / half the sequential time), or it is a share.
+//!
+//! * `loop_saxpy/10000000`: `y = a*x + y` over f32 (memory-bound).
+//! * `loop_fine/1000000`: about 10 ns of work per index, written to a slice.
+//! * `loop_unbalanced/100000`: index `i` costs work proportional to `i`.
+//! * `reduce_sum/10000000`: a u64 sum, against rayon's `.sum()` and the
+//!   sequential sum.
+//! * `reduce_deterministic/10000000`: an f64 sum with a fixed split tree,
+//!   against rayon's (non-deterministic) `.sum()`.
+//! * `matmul/512`: f32 512x512 in 2-D tiles, against rayon's
+//!   `par_chunks_mut` over rows.
+//! * `stencil_replay/98304x2000`: a three-point stencil over two 768 KiB
+//!   f64 arrays, 2,000 steps of one loop each: the affinity partitioner
+//!   against rayon, against auto and against the sequential loop, and the
+//!   share of pieces that ran on the worker of the previous step.
+//! * `loop_empty_call`: the fixed cost of a loop: an empty body over two
+//!   pieces, called from a worker.
+
+use super::{compare, median, ms, side};
+use rayon::prelude::*;
+use sixfold::{AffinityPartitioner, Partitioner, Pool, Range2d};
+use std::hint::black_box;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long the sequential version of `f` takes (median of `runs`).
+fn sequential(runs: usize, mut f: impl FnMut()) -> Duration {
+    f();
+    median(
+        (0..runs)
+            .map(|_| {
+                let start = Instant::now();
+                f();
+                start.elapsed()
+            })
+            .collect(),
+    )
+}
+
+fn line(name: &str, ratio: f64, what: &str) {
+    println!("{name} {ratio:.3}");
+    println!("#   {name}: {what}");
+}
+
+pub(super) fn bench_saxpy(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 10_000_000;
+    let a = 1.5f32;
+    let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.001).collect();
+    let (y1, y2) = (Mutex::new(vec![1.0f32; n]), Mutex::new(vec![1.0f32; n]));
+    let (mine, _) = compare(
+        "loop_saxpy/10000000",
+        9,
+        side(|| {
+            || {
+                ours.for_chunks_mut(&mut y1.lock().unwrap(), |ys, off| {
+                    let xs = &x[off..off + ys.len()];
+                    for (y, x) in ys.iter_mut().zip(xs) {
+                        *y += a * x;
+                    }
+                })
+            }
+        }),
+        side(|| {
+            || {
+                theirs.install(|| {
+                    y2.lock()
+                        .unwrap()
+                        .par_iter_mut()
+                        .zip(x.par_iter())
+                        .for_each(|(y, x)| *y += a * x)
+                })
+            }
+        }),
+    );
+    let mut y3 = vec![1.0f32; n];
+    let seq = sequential(9, || {
+        for (y, x) in y3.iter_mut().zip(&x) {
+            *y += a * x;
+        }
+    });
+    println!(
+        "#   loop_saxpy/10000000: sixfold {:.2} ms, sequential {:.2} ms (target <= 1.0 of rayon)",
+        ms(mine),
+        ms(seq)
+    );
+    black_box((&y1, &y2, &y3));
+}
+
+/// About 10 ns of work.
+fn fine_work(i: usize) -> u64 {
+    let mut v = i as u64 | 1;
+    for _ in 0..6 {
+        v ^= v << 13;
+        v ^= v >> 7;
+        v ^= v << 17;
+    }
+    v
+}
+
+pub(super) fn bench_fine(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 1_000_000;
+    let (a, b) = (Mutex::new(vec![0u64; n]), Mutex::new(vec![0u64; n]));
+    compare(
+        "loop_fine/1000000",
+        9,
+        side(|| {
+            || {
+                ours.for_chunks_mut(&mut a.lock().unwrap(), |out, off| {
+                    for (j, x) in out.iter_mut().enumerate() {
+                        *x = fine_work(off + j);
+                    }
+                })
+            }
+        }),
+        side(|| {
+            || {
+                theirs.install(|| {
+                    b.lock()
+                        .unwrap()
+                        .par_iter_mut()
+                        .enumerate()
+                        .for_each(|(i, x)| *x = fine_work(i))
+                })
+            }
+        }),
+    );
+    assert_eq!(*a.lock().unwrap(), *b.lock().unwrap());
+    println!("#   loop_fine/1000000: target <= 1.0 (partitioning overhead)");
+}
+
+/// Work proportional to `i`: about `i / 64` rounds.
+fn triangle_work(i: usize) -> u64 {
+    let mut v = i as u64 | 1;
+    for _ in 0..i / 64 {
+        v ^= v << 13;
+        v ^= v >> 7;
+        v ^= v << 17;
+    }
+    v
+}
+
+pub(super) fn bench_unbalanced(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 100_000;
+    let (a, b) = (Mutex::new(vec![0u64; n]), Mutex::new(vec![0u64; n]));
+    let (mine, _) = compare(
+        "loop_unbalanced/100000",
+        9,
+        side(|| {
+            || {
+                ours.for_chunks_mut(&mut a.lock().unwrap(), |out, off| {
+                    for (j, x) in out.iter_mut().enumerate() {
+                        *x = triangle_work(off + j);
+                    }
+                })
+            }
+        }),
+        side(|| {
+            || {
+                theirs.install(|| {
+                    b.lock()
+                        .unwrap()
+                        .par_iter_mut()
+                        .enumerate()
+                        .for_each(|(i, x)| *x = triangle_work(i))
+                })
+            }
+        }),
+    );
+    assert_eq!(*a.lock().unwrap(), *b.lock().unwrap());
+    let mut c = vec![0u64; n];
+    let seq = sequential(5, || {
+        for (i, x) in c.iter_mut().enumerate() {
+            *x = triangle_work(i);
+        }
+    });
+    let ideal = seq / super::threads() as u32;
+    line(
+        "loop_unbalanced_vs_ideal",
+        mine.as_secs_f64() / ideal.as_secs_f64(),
+        &format!(
+            "sixfold {:.2} ms against a perfect split of the sequential {:.2} ms",
+            ms(mine),
+            ms(seq)
+        ),
+    );
+}
+
+pub(super) fn bench_reduce_sum(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 10_000_000;
+    let data: Vec<u64> = (0..n as u64).map(|i| i % 977).collect();
+    let expect: u64 = data.iter().sum();
+    let (mine, _) = compare(
+        "reduce_sum/10000000",
+        9,
+        side(|| {
+            || {
+                let sum = ours.reduce(
+                    0..data.len(),
+                    0u64,
+                    |r, acc| acc + data[r].iter().sum::<u64>(),
+                    |a, b| a + b,
+                );
+                assert_eq!(sum, expect);
+            }
+        }),
+        side(|| || assert_eq!(theirs.install(|| data.par_iter().sum::<u64>()), expect)),
+    );
+    let seq = sequential(9, || {
+        assert_eq!(black_box(&data).iter().sum::<u64>(), expect)
+    });
+    line(
+        "reduce_sum_vs_sequential",
+        mine.as_secs_f64() / seq.as_secs_f64(),
+        &format!(
+            "sixfold {:.2} ms, sequential {:.2} ms (target < 1.0)",
+            ms(mine),
+            ms(seq)
+        ),
+    );
+}
+
+pub(super) fn bench_reduce_deterministic(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 10_000_000;
+    let data: Vec<f64> = (0..n).map(|i| 1.0 / (1.0 + (i % 4093) as f64)).collect();
+    let grain = n / 64;
+    let reference = ours.reduce_deterministic(
+        0..n,
+        grain,
+        0.0f64,
+        |r, acc| data[r].iter().fold(acc, |s, x| s + x),
+        |a, b| a + b,
+    );
+    compare(
+        "reduce_deterministic/10000000",
+        9,
+        side(|| {
+            || {
+                let sum = ours.reduce_deterministic(
+                    0..n,
+                    grain,
+                    0.0f64,
+                    |r, acc| data[r].iter().fold(acc, |s, x| s + x),
+                    |a, b| a + b,
+                );
+                assert_eq!(sum.to_bits(), reference.to_bits());
+            }
+        }),
+        side(|| {
+            || {
+                black_box(theirs.install(|| data.par_iter().sum::<f64>()));
+            }
+        }),
+    );
+    println!(
+        "#   reduce_deterministic/10000000: bit-identical every run; target <= 1.3 of rayon's non-deterministic sum"
+    );
+}
+
+/// `c[rows, cols] += a[rows, :] * b[:, cols]` for one tile, `n` x `n`
+/// row-major matrices.
+fn matmul_tile(a: &[f32], b: &[f32], c: &mut [f32], n: usize, rows: Range2d) {
+    for i in rows.rows.clone() {
+        let c_row = &mut c[i * n + rows.cols.start..i * n + rows.cols.end];
+        for k in 0..n {
+            let aik = a[i * n + k];
+            let b_row = &b[k * n + rows.cols.start..k * n + rows.cols.end];
+            for (c, b) in c_row.iter_mut().zip(b_row) {
+                *c += aik * b;
+            }
+        }
+    }
+}
+
+/// A matrix whose disjoint tiles the loop's pieces write.
+struct Shared(*mut f32, usize);
+// SAFETY: each tile writes only its own cells; the loop visits each once.
+unsafe impl Sync for Shared {}
+
+pub(super) fn bench_matmul(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 512;
+    let a: Vec<f32> = (0..n * n).map(|i| (i % 7) as f32 - 3.0).collect();
+    let b: Vec<f32> = (0..n * n).map(|i| (i % 5) as f32 - 2.0).collect();
+    let (c1, c2) = (
+        Mutex::new(vec![0.0f32; n * n]),
+        Mutex::new(vec![0.0f32; n * n]),
+    );
+    let (a, b) = (&a, &b);
+    compare(
+        "matmul/512",
+        7,
+        side(|| {
+            c1.lock().unwrap().fill(0.0);
+            || {
+                let mut c1 = c1.lock().unwrap();
+                let c = Shared(c1.as_mut_ptr(), c1.len());
+                let c = &c;
+                ours.for_tiles(Range2d::new(0..n, 0..n).grain(16, 128), |tile| {
+                    // SAFETY: tiles are disjoint; the matrix outlives the loop.
+                    let c = unsafe { std::slice::from_raw_parts_mut(c.0, c.1) };
+                    matmul_tile(a, b, c, n, tile);
+                })
+            }
+        }),
+        side(|| {
+            c2.lock().unwrap().fill(0.0);
+            || {
+                theirs.install(|| {
+                    c2.lock()
+                        .unwrap()
+                        .par_chunks_mut(n)
+                        .enumerate()
+                        .for_each(|(i, row)| {
+                            for k in 0..n {
+                                let aik = a[i * n + k];
+                                for (c, b) in row.iter_mut().zip(&b[k * n..(k + 1) * n]) {
+                                    *c += aik * b;
+                                }
+                            }
+                        })
+                })
+            }
+        }),
+    );
+    assert_eq!(*c1.lock().unwrap(), *c2.lock().unwrap());
+    println!("#   matmul/512: 2-D tiles of 16x128, target <= 1.0 of rayon's rows");
+}
+
+/// One stencil step for the cells `out` of the field, starting at `off`.
+fn stencil(cur: &[f64], out: &mut [f64], off: usize) {
+    let n = cur.len();
+    for (j, o) in out.iter_mut().enumerate() {
+        let i = off + j;
+        let left = cur[i.saturating_sub(1)];
+        let right = cur[(i + 1).min(n - 1)];
+        *o = (left + cur[i] + right) * (1.0 / 3.0);
+    }
+}
+
+const STENCIL_CELLS: usize = 98_304;
+const STENCIL_STEPS: usize = 2_000;
+
+fn field() -> Vec<f64> {
+    (0..STENCIL_CELLS).map(|i| (i % 100) as f64).collect()
+}
+
+pub(super) fn bench_stencil_replay(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let threads = super::threads();
+    let chunk = STENCIL_CELLS / (4 * threads);
+    let mut affinity = AffinityPartitioner::new();
+    let mut kept = Vec::new();
+    // Every step is one loop, all steps inside one entry into the pool (as
+    // the rayon side does): what is timed is each step's loop.
+    let run_ours = |step: &mut (dyn FnMut(&mut [f64], &[f64]) + Send)| {
+        let (mut cur, mut next) = (field(), field());
+        let start = Instant::now();
+        ours.install(|| {
+            for _ in 0..STENCIL_STEPS {
+                step(&mut next, &cur);
+                std::mem::swap(&mut cur, &mut next);
+            }
+        });
+        let took = start.elapsed();
+        black_box(&cur);
+        took
+    };
+    let mut aff_times = Vec::new();
+    let mut auto_times = Vec::new();
+    let mut rayon_times = Vec::new();
+    let mut seq_times = Vec::new();
+    for _ in 0..5 {
+        aff_times.push(run_ours(&mut |next, cur| {
+            sixfold::for_chunks_mut_with(next, &mut affinity, |out, off| stencil(cur, out, off))
+        }));
+        kept.push(affinity.kept_share());
+        auto_times.push(run_ours(&mut |next, cur| {
+            sixfold::for_chunks_mut(next, |out, off| stencil(cur, out, off))
+        }));
+        let (mut cur, mut next) = (field(), field());
+        let start = Instant::now();
+        theirs.install(|| {
+            for _ in 0..STENCIL_STEPS {
+                next.par_chunks_mut(chunk)
+                    .enumerate()
+                    .for_each(|(k, out)| stencil(&cur, out, k * chunk));
+                std::mem::swap(&mut cur, &mut next);
+            }
+        });
+        rayon_times.push(start.elapsed());
+        let (mut cur, mut next) = (field(), field());
+        let start = Instant::now();
+        for _ in 0..STENCIL_STEPS {
+            stencil(&cur, &mut next, 0);
+            std::mem::swap(&mut cur, &mut next);
+        }
+        seq_times.push(start.elapsed());
+        black_box(&cur);
+    }
+    let (aff, auto, rayon, seq) = (
+        median(aff_times),
+        median(auto_times),
+        median(rayon_times),
+        median(seq_times),
+    );
+    println!(
+        "stencil_replay/98304x2000 {:.3} {:.3} {:.3}",
+        ms(aff),
+        ms(rayon),
+        aff.as_secs_f64() / rayon.as_secs_f64()
+    );
+    let per_cell = |d: Duration| d.as_secs_f64() * 1e9 / (STENCIL_CELLS * STENCIL_STEPS) as f64;
+    println!(
+        "#   stencil_replay: ns a cell: affinity {:.3}, auto {:.3}, rayon par_chunks_mut {:.3}, sequential {:.3} (targets: <= 0.75 of rayon, <= 0.8 of sequential)",
+        per_cell(aff),
+        per_cell(auto),
+        per_cell(rayon),
+        per_cell(seq)
+    );
+    line(
+        "stencil_replay_vs_sequential",
+        aff.as_secs_f64() / seq.as_secs_f64(),
+        "affinity partitioner / sequential loop",
+    );
+    line(
+        "stencil_replay_auto",
+        auto.as_secs_f64() / rayon.as_secs_f64(),
+        "auto partitioner / rayon",
+    );
+    kept.sort_by(f64::total_cmp);
+    line(
+        "stencil_replay_kept_share",
+        kept[kept.len() / 2],
+        "share of pieces on the worker of the previous step (target >= 0.95)",
+    );
+}
+
+pub(super) fn bench_empty_call(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let calls = 20_000;
+    let (mine, theirs_t) = compare(
+        "loop_empty_call",
+        9,
+        side(|| {
+            || {
+                ours.install(|| {
+                    for _ in 0..calls {
+                        sixfold::for_range_with(0..2, Partitioner::Simple { grain: 1 }, |r| {
+                            black_box(r);
+                        });
+                    }
+                })
+            }
+        }),
+        side(|| {
+            || {
+                theirs.install(|| {
+                    for _ in 0..calls {
+                        (0..2usize).into_par_iter().with_max_len(1).for_each(|i| {
+                            black_box(i);
+                        });
+                    }
+                })
+            }
+        }),
+    );
+    println!(
+        "#   loop_empty_call: ns a call: sixfold {:.0}, rayon {:.0} (two pieces, from a worker)",
+        mine.as_secs_f64() * 1e9 / calls as f64,
+        theirs_t.as_secs_f64() * 1e9 / calls as f64
+    );
+}
