@@ -1,7 +1,7 @@
 //! Task nodes: the unit the six rules schedule.
 //!
 //! A node is a [`Header`] followed by a body that implements [`Task`]. The
-//! header holds what DESIGN.md lists: the count of predecessors that have not
+//! header holds the count of predecessors that have not
 //! completed (`pending`), the successors, the dispatch (spawn or enqueue),
 //! an optional affinity, plus the group the node was submitted to.
 //!
