@@ -509,3 +509,34 @@ fn free_functions_use_the_callers_pool() {
     });
     assert_once(&hits, "the global pool");
 }
+
+/// The trace names the tasks that ran loop pieces, and the pool's stats
+/// count placed parts by the rule that brought them (mailbox).
+#[test]
+fn the_trace_names_loop_pieces_and_stats_count_placed_parts_by_rule() {
+    let pool = Pool::builder().num_threads(2).trace(true).build().unwrap();
+    let _ = pool.take_trace();
+    let before = pool.stats();
+    pool.install(|| {
+        for _ in 0..20 {
+            sixfold::for_range_with(0..4000, Partitioner::Static, |r| {
+                std::hint::black_box(r);
+            });
+        }
+    });
+    let stats = pool.stats().since(&before);
+    let trace = pool.take_trace();
+    let named = trace
+        .tasks
+        .iter()
+        .filter(|t| t.name.as_deref() == Some("loop piece"))
+        .count();
+    assert!(named >= 20, "{named} tasks named for loop pieces");
+    // Worker 1's part of each loop is a task of its own: taken from its
+    // mailbox (rule 4), or, if worker 1 was stuck (a loaded machine), by
+    // worker 0 through the proxy (its deque or the shared queue).
+    let parts = stats.by_rule(Rule::Mailbox)
+        + stats.by_rule(Rule::OwnDeque)
+        + stats.by_rule(Rule::SharedQueue);
+    assert!(parts >= 20, "{parts} part tasks for 20 loops: {stats:?}");
+}

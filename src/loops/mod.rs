@@ -48,6 +48,7 @@ use crate::worker::thread::WorkerThread;
 use range::LoopRange;
 use split::{Splitter, split_and_run};
 use std::ops::Range;
+use std::sync::{Arc, OnceLock};
 
 /// Run `f` on a worker: this thread's, or the global pool's (entered once,
 /// as `install` does).
@@ -56,6 +57,12 @@ fn on_a_worker<R: Send>(f: impl FnOnce(&WorkerThread) -> R + Send) -> R {
         Some(worker) => f(worker),
         None => Pool::global().install(|| on_a_worker(f)),
     }
+}
+
+/// The trace name of a task that ran loop pieces.
+fn piece_name() -> Arc<str> {
+    static NAME: OnceLock<Arc<str>> = OnceLock::new();
+    NAME.get_or_init(|| Arc::from("loop piece")).clone()
 }
 
 /// The engine of every loop: `leaf` over the pieces `partitioner` cuts,
@@ -77,6 +84,34 @@ where
     if len == 0 {
         return None;
     }
+    if worker.tracing() {
+        // Each task that runs a piece is named for the trace.
+        let named = |piece: R| {
+            if let Some(here) = WorkerThread::current() {
+                here.set_trace_name(Some(piece_name()));
+            }
+            leaf(piece)
+        };
+        return run_pieces(worker, range, partitioner, &named, combine);
+    }
+    run_pieces(worker, range, partitioner, leaf, combine)
+}
+
+/// `run_loop` for a range with something in it.
+fn run_pieces<R, T, L, C>(
+    worker: &WorkerThread,
+    range: R,
+    partitioner: Partitioner<'_>,
+    leaf: &L,
+    combine: &C,
+) -> Option<T>
+where
+    R: LoopRange,
+    T: Send,
+    L: Fn(R) -> T + Sync,
+    C: Fn(T, T) -> T + Sync,
+{
+    let len = range.elements();
     let workers = worker.registry().num_slots();
     match partitioner {
         Partitioner::Auto { min_grain } => Some(split_and_run(
