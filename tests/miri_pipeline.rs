@@ -129,3 +129,48 @@ fn a_pinned_stage_gets_its_items_through_the_mailbox() {
         "stages run on workers"
     );
 }
+
+/// The lent chain taken by the other worker: two items meet inside a
+/// parallel stage, which only happens if the worker blocked in the first
+/// one's stage lends the rest of its chain (or its free tokens, in the
+/// one-worker loop) and the other worker takes it. The meeting gives up
+/// after a while rather than hang, and the test then fails.
+#[test]
+fn a_blocked_item_lends_the_rest_of_its_chain_to_the_other_worker() {
+    use std::sync::{Condvar, Mutex};
+    use std::time::{Duration, Instant};
+    let pool = pool(2);
+    for run in 0..2 {
+        let arrived = Mutex::new(0);
+        let all_here = Condvar::new();
+        let met = AtomicBool::new(true);
+        let mut next = 0;
+        let mut out = Vec::new();
+        let mut p = Pipeline::new(|| {
+            next += 1;
+            (next <= 4).then(|| format!("item {next}"))
+        })
+        .parallel(|s: String| {
+            if s.ends_with('1') || s.ends_with('2') {
+                let mut n = arrived.lock().unwrap();
+                *n += 1;
+                all_here.notify_all();
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while *n < 2 {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        met.store(false, Ordering::Relaxed);
+                        break;
+                    }
+                    n = all_here.wait_timeout(n, deadline - now).unwrap().0;
+                }
+            }
+            s
+        })
+        .serial_in_order(|s| out.push(s));
+        pool.run_pipeline(&mut p, 4).unwrap();
+        drop(p);
+        assert!(met.load(Ordering::Relaxed), "run {run}: the two items never met");
+        assert_eq!(out.len(), 4);
+    }
+}
