@@ -32,7 +32,11 @@ fn chunks_of_a_mutable_slice_are_disjoint_under_every_partitioner() {
                     *s = format!("{}-{round}", offset + i);
                 }
             });
-            assert!(v.iter().enumerate().all(|(i, s)| *s == format!("{i}-{round}")));
+            assert!(
+                v.iter()
+                    .enumerate()
+                    .all(|(i, s)| *s == format!("{i}-{round}"))
+            );
         }
     }
 }

@@ -170,7 +170,10 @@ fn a_blocked_item_lends_the_rest_of_its_chain_to_the_other_worker() {
         .serial_in_order(|s| out.push(s));
         pool.run_pipeline(&mut p, 4).unwrap();
         drop(p);
-        assert!(met.load(Ordering::Relaxed), "run {run}: the two items never met");
+        assert!(
+            met.load(Ordering::Relaxed),
+            "run {run}: the two items never met"
+        );
         assert_eq!(out.len(), 4);
     }
 }

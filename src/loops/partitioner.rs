@@ -116,11 +116,24 @@ pub struct AffinityPartitioner {
 
 impl AffinityPartitioner {
     /// No plan yet: the first loop makes one.
+    ///
+    /// ```
+    /// let affinity = sixfold::AffinityPartitioner::new();
+    /// assert_eq!(affinity.pieces(), 0);
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Pieces in the current plan (0 before the first loop).
+    /// Pieces in the current plan (0 before the first loop): four per
+    /// worker, or one per element of a shorter range.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut affinity = sixfold::AffinityPartitioner::new();
+    /// pool.for_range_with(0..3, &mut affinity, |_| {});
+    /// assert_eq!(affinity.pieces(), 3);
+    /// ```
     pub fn pieces(&self) -> usize {
         self.plan.len()
     }
@@ -128,6 +141,15 @@ impl AffinityPartitioner {
     /// The share of the last loop's pieces that ran on the worker they ran
     /// on the time before (1.0 for a perfect replay; 0.0 when the last
     /// loop made a new plan, having no previous worker to compare with).
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut affinity = sixfold::AffinityPartitioner::new();
+    /// pool.for_range_with(0..1000, &mut affinity, |_| {});
+    /// assert_eq!(affinity.kept_share(), 0.0); // a new plan
+    /// pool.for_range_with(0..1000, &mut affinity, |_| {});
+    /// assert!((0.0..=1.0).contains(&affinity.kept_share()));
+    /// ```
     pub fn kept_share(&self) -> f64 {
         if !self.replayed || self.plan.is_empty() {
             return 0.0;

@@ -86,6 +86,11 @@ pub struct Range2d {
 
 impl Range2d {
     /// The block `rows` x `cols`, with a grain of one row and one column.
+    ///
+    /// ```
+    /// let block = sixfold::Range2d::new(0..4, 2..5);
+    /// assert_eq!((block.rows.len(), block.cols.len()), (4, 3));
+    /// ```
     pub fn new(rows: Range<usize>, cols: Range<usize>) -> Self {
         Range2d {
             rows,
@@ -96,6 +101,12 @@ impl Range2d {
     }
 
     /// Tiles are not cut below `rows` x `cols` (a grain of 0 means 1).
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let block = sixfold::Range2d::new(0..64, 0..64).grain(32, 32);
+    /// pool.for_tiles(block, |tile| assert!(tile.rows.len() >= 32 && tile.cols.len() >= 32));
+    /// ```
     pub fn grain(mut self, rows: usize, cols: usize) -> Self {
         self.row_grain = rows.max(1);
         self.col_grain = cols.max(1);
@@ -103,6 +114,10 @@ impl Range2d {
     }
 
     /// Rows times columns.
+    ///
+    /// ```
+    /// assert_eq!(sixfold::Range2d::new(0..3, 0..5).cells(), 15);
+    /// ```
     pub fn cells(&self) -> usize {
         self.rows.len() * self.cols.len()
     }
