@@ -131,6 +131,12 @@ pub enum PipelineError {
     /// The pipeline's [`CancelToken`](crate::CancelToken) fired: the source
     /// stopped and the items in flight were dropped at their next stage.
     Cancelled,
+    /// A stage mode's name that is none of `serial_in_order`,
+    /// `serial_out_of_order` and `parallel` (`StageMode::from_str`).
+    UnknownStageMode {
+        /// The name given.
+        name: String,
+    },
 }
 
 impl fmt::Display for PipelineError {
@@ -157,6 +163,10 @@ impl fmt::Display for PipelineError {
             PipelineError::Cancelled => write!(
                 f,
                 "the pipeline run was cancelled; the items in flight were dropped"
+            ),
+            PipelineError::UnknownStageMode { name } => write!(
+                f,
+                "no stage mode is called {name:?}: serial_in_order, serial_out_of_order or parallel"
             ),
         }
     }

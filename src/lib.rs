@@ -110,7 +110,7 @@ pub use loops::{
     reduce_deterministic, reduce_with,
 };
 pub use observe::{Rule, SleepEvent, Stats, TaskEvent, Trace, WorkerStats};
-pub use pipeline::Pipeline;
+pub use pipeline::{Pipeline, StageMode};
 pub use platform::{CoreInfo, Pinning, Proximity, Topology, TopologySource};
 pub use pool::{Builder, Pool, current_num_threads, current_worker, enqueue, spawn, spawn_fifo};
 pub use queues::Dispatch;

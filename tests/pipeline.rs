@@ -712,3 +712,54 @@ fn stages_borrow_from_the_caller_and_keep_their_state_body() {
     drop(p);
     assert_eq!((longest, seen), (4, 4));
 }
+
+/// `stage(mode, f)` builds the stage its mode names: an in-order stage
+/// sees source order, serial ones never run two items at once; and a
+/// mode's name parses back to it.
+#[test]
+fn a_stage_mode_chosen_at_run_time_behaves_as_the_named_builder() {
+    use sixfold::StageMode;
+    let pool = pool(4);
+    for mode in [
+        StageMode::SerialInOrder,
+        StageMode::SerialOutOfOrder,
+        StageMode::Parallel,
+    ] {
+        assert_eq!(mode.name().parse::<StageMode>().unwrap(), mode);
+        let inside = AtomicUsize::new(0);
+        let most_inside = AtomicUsize::new(0);
+        let seen = Mutex::new(Vec::new());
+        let mut next = 0u64;
+        let mut p = Pipeline::new(|| {
+            next += 1;
+            (next <= 200).then_some(next)
+        })
+        .stage(mode, |x| {
+            let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+            most_inside.fetch_max(now, Ordering::SeqCst);
+            seen.lock().unwrap().push(x);
+            busy(x);
+            inside.fetch_sub(1, Ordering::SeqCst);
+        });
+        pool.run_pipeline(&mut p, 8).unwrap();
+        drop(p);
+        let mut seen = seen.into_inner().unwrap();
+        if mode == StageMode::SerialInOrder {
+            assert_eq!(seen, (1..=200).collect::<Vec<_>>(), "{mode}: source order");
+        }
+        if mode != StageMode::Parallel {
+            assert_eq!(
+                most_inside.load(Ordering::SeqCst),
+                1,
+                "{mode} ran two items at once"
+            );
+        }
+        seen.sort_unstable();
+        assert_eq!(
+            seen,
+            (1..=200).collect::<Vec<_>>(),
+            "{mode}: every item once"
+        );
+    }
+    assert!("diagonal".parse::<StageMode>().is_err());
+}

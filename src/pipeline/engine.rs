@@ -64,7 +64,7 @@
 //! run by releasing its unit exactly once.
 
 use super::gate::{AnyOrderGate, Arrival, InOrderGate};
-use super::stage::{Mode, SourceStage, Stage};
+use super::stage::{SourceStage, Stage, StageMode};
 use crate::observe::stats::Rule;
 use crate::platform::latch::CountLatch;
 use crate::platform::unwind;
@@ -442,11 +442,11 @@ impl<'a> Engine<'a> {
                 .stages
                 .iter()
                 .map(|stage| match stage.mode {
-                    Mode::Parallel => Gate::Parallel,
-                    Mode::SerialInOrder => {
+                    StageMode::Parallel => Gate::Parallel,
+                    StageMode::SerialInOrder => {
                         Gate::InOrder(Box::new(CachePadded::new(InOrderGate::new(count))))
                     }
-                    Mode::SerialOutOfOrder => {
+                    StageMode::SerialOutOfOrder => {
                         Gate::AnyOrder(Box::new(CachePadded::new(AnyOrderGate::new(count))))
                     }
                 })
@@ -538,7 +538,7 @@ impl<'a> Engine<'a> {
         self.stages
             .iter()
             .skip(stage as usize)
-            .any(|s| s.mode == Mode::Parallel)
+            .any(|s| s.mode == StageMode::Parallel)
     }
 
     /// The worker the slot's next stage is pinned to, if any.

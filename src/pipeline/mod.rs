@@ -11,6 +11,8 @@ mod engine;
 pub(crate) mod gate;
 mod stage;
 
+pub use stage::StageMode;
+
 use crate::error::PipelineError;
 use crate::graph::CancelToken;
 use crate::platform::latch::CountLatch;
@@ -19,7 +21,7 @@ use crate::queues::region;
 use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
 use engine::Engine;
-use stage::{Mode, SourceStage, Stage, layout_of};
+use stage::{SourceStage, Stage, layout_of};
 use std::alloc::Layout;
 use std::fmt;
 use std::marker::PhantomData;
@@ -91,7 +93,7 @@ impl<'a, T: Send + 'a> Pipeline<'a, T> {
         F: FnMut(T) -> U + Send + 'a,
     {
         let index = self.engine.stages.len() + 1;
-        self.then(Stage::serial(Mode::SerialInOrder, f, index))
+        self.then(Stage::serial(StageMode::SerialInOrder, f, index))
     }
 
     /// A serial stage that sees the items one at a time, in any order
@@ -102,7 +104,7 @@ impl<'a, T: Send + 'a> Pipeline<'a, T> {
         F: FnMut(T) -> U + Send + 'a,
     {
         let index = self.engine.stages.len() + 1;
-        self.then(Stage::serial(Mode::SerialOutOfOrder, f, index))
+        self.then(Stage::serial(StageMode::SerialOutOfOrder, f, index))
     }
 
     /// A parallel stage: any number of items at once.
@@ -113,6 +115,36 @@ impl<'a, T: Send + 'a> Pipeline<'a, T> {
     {
         let index = self.engine.stages.len() + 1;
         self.then(Stage::parallel(f, index))
+    }
+
+    /// A stage of the kind `mode` names, chosen at run time: the same as
+    /// [`serial_in_order`](Self::serial_in_order),
+    /// [`serial_out_of_order`](Self::serial_out_of_order) or
+    /// [`parallel`](Self::parallel), with the closure bounds of the
+    /// strictest (`Fn + Sync`, as a parallel stage needs).
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mode: sixfold::StageMode = "serial_in_order".parse().unwrap();
+    /// let mut next = 0;
+    /// let mut seen = Vec::new();
+    /// let mut p = sixfold::Pipeline::new(|| { next += 1; (next <= 5).then_some(next) })
+    ///     .stage(mode, |x: i32| x * 10)
+    ///     .serial_in_order(|x| seen.push(x));
+    /// pool.run_pipeline(&mut p, 4).unwrap();
+    /// drop(p);
+    /// assert_eq!(seen, [10, 20, 30, 40, 50]);
+    /// ```
+    pub fn stage<U, F>(self, mode: StageMode, f: F) -> Pipeline<'a, U>
+    where
+        U: Send + 'a,
+        F: Fn(T) -> U + Send + Sync + 'a,
+    {
+        match mode {
+            StageMode::Parallel => self.parallel(f),
+            StageMode::SerialInOrder => self.serial_in_order(f),
+            StageMode::SerialOutOfOrder => self.serial_out_of_order(f),
+        }
     }
 
     /// Name the last stage added (or the source): the name shows in trace

@@ -17,9 +17,17 @@ use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-/// How a stage lets items through.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Mode {
+/// How a pipeline stage lets items through (oneTBB's `filter_mode`), for
+/// [`Pipeline::stage`](crate::Pipeline::stage), which picks the kind at run
+/// time (read from a configuration, say).
+///
+/// ```
+/// let mode: sixfold::StageMode = "parallel".parse().unwrap();
+/// assert_eq!(mode, sixfold::StageMode::Parallel);
+/// assert!("sideways".parse::<sixfold::StageMode>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StageMode {
     /// One item at a time, in source order.
     SerialInOrder,
     /// One item at a time, in any order.
@@ -28,13 +36,43 @@ pub(crate) enum Mode {
     Parallel,
 }
 
-impl Mode {
-    pub(crate) fn name(self) -> &'static str {
+impl StageMode {
+    /// Its name as the builder method's: `serial_in_order`,
+    /// `serial_out_of_order` or `parallel`.
+    ///
+    /// ```
+    /// assert_eq!(sixfold::StageMode::SerialInOrder.name(), "serial_in_order");
+    /// ```
+    pub fn name(self) -> &'static str {
         match self {
-            Mode::SerialInOrder => "serial_in_order",
-            Mode::SerialOutOfOrder => "serial_out_of_order",
-            Mode::Parallel => "parallel",
+            StageMode::SerialInOrder => "serial_in_order",
+            StageMode::SerialOutOfOrder => "serial_out_of_order",
+            StageMode::Parallel => "parallel",
         }
+    }
+}
+
+impl std::str::FromStr for StageMode {
+    type Err = crate::error::PipelineError;
+
+    /// The mode named as by [`name`](StageMode::name).
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        [
+            StageMode::SerialInOrder,
+            StageMode::SerialOutOfOrder,
+            StageMode::Parallel,
+        ]
+        .into_iter()
+        .find(|mode| mode.name() == name)
+        .ok_or_else(|| crate::error::PipelineError::UnknownStageMode {
+            name: name.to_string(),
+        })
+    }
+}
+
+impl std::fmt::Display for StageMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -160,7 +198,7 @@ fn dropper<T>() -> Option<DropFn> {
 
 /// One stage after the source, erased.
 pub(crate) struct Stage<'a> {
-    pub(crate) mode: Mode,
+    pub(crate) mode: StageMode,
     pub(crate) body: Box<dyn Body + 'a>,
     /// Set by `flatten` after this stage.
     pub(crate) flatten: Option<FlattenFn>,
@@ -202,7 +240,7 @@ impl<'a> SourceStage<'a> {
 }
 
 impl<'a> Stage<'a> {
-    pub(crate) fn serial<F, T, U>(mode: Mode, f: F, index: usize) -> Self
+    pub(crate) fn serial<F, T, U>(mode: StageMode, f: F, index: usize) -> Self
     where
         F: FnMut(T) -> U + Send + 'a,
         T: Send + 'a,
@@ -226,7 +264,7 @@ impl<'a> Stage<'a> {
         U: Send + 'a,
     {
         Self::erased(
-            Mode::Parallel,
+            StageMode::Parallel,
             Box::new(ParallelBody {
                 f,
                 _types: PhantomData::<fn(T) -> U>,
@@ -237,7 +275,7 @@ impl<'a> Stage<'a> {
     }
 
     fn erased(
-        mode: Mode,
+        mode: StageMode,
         body: Box<dyn Body + 'a>,
         drop_output: Option<DropFn>,
         index: usize,
