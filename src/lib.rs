@@ -102,7 +102,11 @@ mod platform;
 pub mod loom_api;
 
 pub use error::{AffinityError, BuildError, PipelineError, TaskError};
-pub use fork_join::{Scope, ScopeFifo, isolate, join, scope, scope_fifo};
+pub use fork_join::{
+    BroadcastContext, FnContext, Scope, ScopeFifo, Yield, broadcast,
+    current_thread_has_pending_tasks, current_thread_index, isolate, join, join_context,
+    max_num_threads, scope, scope_fifo, yield_local, yield_now,
+};
 pub use graph::{CancelToken, Graph, GraphError, NodeId, Subflow};
 pub use loops::{
     AffinityPartitioner, Partitioner, Range2d, for_chunks, for_chunks_mut, for_chunks_mut_with,

@@ -14,14 +14,13 @@
 //! Anything that could hang on a scheduler bug (cross-pool installs, nested
 //! scopes through pools, barriers) runs under the `within` watchdog.
 //!
+//! `broadcast`, `yield_now` / `yield_local` and `join_context` are at the
+//! end of the file, after rayon-core's broadcast and yield tests.
+//!
 //! Not re-expressed, because they test rayon-only API or mechanisms:
-//! - `spawn_broadcast` / `broadcast`: sixfold has no broadcast; emulated
-//!   below by n barrier-blocked spawns that record `current_worker()`.
-//! - `join_context_*` `migrated()` flags: sixfold's `join` has no context
-//!   argument; `join_context_second` is re-expressed with worker indices.
+//! - `spawn_broadcast`: not in sixfold yet.
 //! - `in_place_scope*`: sixfold has no in-place scope (its `scope` runs in
 //!   the caller's pool, or the global pool outside every pool).
-//! - `yield_now` / `yield_local`: sixfold has no yield API.
 //! - `spawn_handler` / `use_current_thread`: sixfold's builder always
 //!   starts its own threads (the nearest thing, `num_threads(0)`, is
 //!   covered by `zero_threads_means_the_caller_runs_the_work`).
@@ -1315,4 +1314,195 @@ fn build_global_after_the_global_pool_exists_is_an_error() {
     // The global pool is unchanged and still works.
     assert!(std::ptr::eq(Pool::global(), global));
     assert_eq!(global.install(|| 6 * 7), 42);
+}
+
+// ---------------------------------------------------------------------
+// broadcast (rayon-core's broadcast/test.rs), yield (its tests of
+// yield_now and yield_local) and join_context.
+
+#[test]
+fn broadcast_global_runs_once_on_every_worker_in_order() {
+    let v = sixfold::broadcast(|ctx| ctx.index());
+    assert!(v.into_iter().eq(0..sixfold::current_num_threads()));
+}
+
+#[test]
+fn broadcast_pool_and_self() {
+    let pool = Pool::builder().num_threads(7).build().unwrap();
+    assert!(pool.broadcast(|ctx| ctx.index()).into_iter().eq(0..7));
+    // From one of the pool's own workers: every worker, that one included.
+    let v = pool.install(|| sixfold::broadcast(|ctx| (ctx.index(), ctx.num_threads())));
+    assert!(v.iter().map(|&(i, _)| i).eq(0..7));
+    assert!(v.iter().all(|&(_, n)| n == 7));
+}
+
+#[test]
+fn broadcast_mutual_across_pools() {
+    within("mutual broadcasts", Duration::from_secs(120), || {
+        let count = AtomicUsize::new(0);
+        let pool1 = Pool::builder().num_threads(3).build().unwrap();
+        let pool2 = Pool::builder().num_threads(7).build().unwrap();
+        pool1.install(|| {
+            pool2.broadcast(|_| {
+                pool1.broadcast(|_| {
+                    count.fetch_add(1, Ordering::Relaxed);
+                })
+            })
+        });
+        assert_eq!(count.into_inner(), 3 * 7);
+    });
+}
+
+/// rayon's version sleeps 1 s, 1 s and 100 ms; shorter sleeps keep the
+/// same shape (every worker of both pools blocked at some point while the
+/// other pool's broadcast waits on it).
+#[test]
+fn broadcast_mutual_sleepy() {
+    within("sleepy mutual broadcasts", Duration::from_secs(120), || {
+        let count = AtomicUsize::new(0);
+        let pool1 = Pool::builder().num_threads(3).build().unwrap();
+        let pool2 = Pool::builder().num_threads(7).build().unwrap();
+        pool1.install(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            pool2.broadcast(|_| {
+                std::thread::sleep(Duration::from_millis(100));
+                pool1.broadcast(|_| {
+                    std::thread::sleep(Duration::from_millis(10));
+                    count.fetch_add(1, Ordering::Relaxed);
+                })
+            })
+        });
+        assert_eq!(count.into_inner(), 3 * 7);
+    });
+}
+
+#[test]
+fn broadcast_panic_one_and_many_run_everywhere_then_propagate() {
+    quiet_intentional_panics();
+    let pool = Pool::builder().num_threads(7).build().unwrap();
+    for panics_at in [|i: usize| i == 3, |i: usize| i.is_multiple_of(2)] {
+        let count = AtomicUsize::new(0);
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            pool.broadcast(|ctx| {
+                count.fetch_add(1, Ordering::Relaxed);
+                if panics_at(ctx.index()) {
+                    panic!("Hello, world!");
+                }
+            })
+        }));
+        assert_eq!(count.into_inner(), 7);
+        assert!(result.is_err(), "the broadcast's panic propagates");
+    }
+}
+
+#[test]
+fn broadcast_sleep_race() {
+    let pool = Pool::builder().num_threads(7).build().unwrap();
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(500) {
+        pool.broadcast(|ctx| {
+            // A spread of sleeps makes some worker race into its idle
+            // sleep just as the next broadcast arrives.
+            std::thread::sleep(Duration::from_micros(ctx.index() as u64));
+        });
+    }
+}
+
+/// rayon: "broadcast runs after the local deque is empty". A worker takes
+/// its broadcast job from its mailbox (rule 4), after its own deque (rule
+/// 3), the calling worker's included.
+#[test]
+fn broadcast_after_spawn_runs_after_the_local_deque() {
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    let ran = pool.install(|| {
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = ran.clone();
+        sixfold::spawn(move || r.store(true, Ordering::SeqCst));
+        sixfold::broadcast(|_| {});
+        // The spawn sat on this worker's deque: it ran first.
+        ran.load(Ordering::SeqCst)
+    });
+    assert!(ran, "the spawn ran before the broadcast returned");
+}
+
+/// A worker blocked in a nested wait still runs its broadcast job: `a`
+/// returns once `b` started on the other worker, so this worker then waits
+/// in the join for `b`, which broadcasts and needs this worker's share.
+#[test]
+fn broadcast_reaches_a_worker_blocked_in_a_join() {
+    within("a broadcast during a join", Duration::from_secs(60), || {
+        let pool = Pool::builder().num_threads(2).build().unwrap();
+        let b_started = AtomicBool::new(false);
+        let seen = pool.install(|| {
+            sixfold::join(
+                || {
+                    while !b_started.load(Ordering::Acquire) {
+                        std::thread::yield_now();
+                    }
+                },
+                || {
+                    b_started.store(true, Ordering::Release);
+                    sixfold::broadcast(|ctx| ctx.index())
+                },
+            )
+            .1
+        });
+        assert_eq!(seen, [0, 1]);
+    });
+}
+
+/// rayon-core's yield tests: outside a pool there is nothing to yield to;
+/// inside, a pending task runs at the yield (on one worker: exactly then),
+/// and with nothing pending the yield reports idle. An enqueued task is
+/// not local: `yield_local` leaves it, `yield_now` takes it.
+#[test]
+fn yield_now_and_yield_local_run_one_pending_task() {
+    use sixfold::Yield;
+    assert_eq!(sixfold::yield_now(), None);
+    assert_eq!(sixfold::yield_local(), None);
+    let pool = Pool::builder().num_threads(1).build().unwrap();
+    pool.install(|| {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        sixfold::spawn(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!(sixfold::yield_local(), Some(Yield::Executed));
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        assert_eq!(sixfold::yield_local(), Some(Yield::Idle));
+        assert_eq!(sixfold::yield_now(), Some(Yield::Idle));
+        let r = ran.clone();
+        sixfold::enqueue(move || {
+            r.fetch_add(10, Ordering::SeqCst);
+        });
+        assert_eq!(sixfold::yield_local(), Some(Yield::Idle));
+        assert_eq!(sixfold::yield_now(), Some(Yield::Executed));
+        assert_eq!(ran.load(Ordering::SeqCst), 11);
+    });
+}
+
+/// `join_context`: the first closure never migrates; the second migrates
+/// exactly when another worker ran it; from outside every pool both do.
+#[test]
+fn join_context_reports_migration() {
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    let (a, b) = pool.install(|| {
+        sixfold::join_context(
+            |ctx| (ctx.migrated(), sixfold::current_thread_index()),
+            |ctx| {
+                // Keep `b` around long enough for the idle worker to steal.
+                std::thread::sleep(Duration::from_millis(20));
+                (ctx.migrated(), sixfold::current_thread_index())
+            },
+        )
+    });
+    assert!(!a.0);
+    assert_eq!(b.0, a.1 != b.1, "migrated exactly when it ran elsewhere");
+    let (x, y) = sixfold::join_context(|c| c.migrated(), |c| c.migrated());
+    assert!(x && y);
+    assert!(sixfold::max_num_threads() >= 1 << 10);
+    assert_eq!(
+        pool.install(sixfold::current_thread_has_pending_tasks),
+        Some(false)
+    );
 }

@@ -1,11 +1,16 @@
 //! rayon's fork-join on the six rules: [`join`], [`scope`] and
-//! [`scope_fifo`], and [`isolate`] for waits that must not pick up
-//! unrelated work.
+//! [`scope_fifo`], [`isolate`] for waits that must not pick up unrelated
+//! work, and the rest of rayon-core's calls (`rayon_api.rs`).
 
 pub(crate) mod isolate;
 pub(crate) mod join;
+mod rayon_api;
 pub(crate) mod scope;
 
 pub use isolate::isolate;
 pub use join::join;
+pub use rayon_api::{
+    BroadcastContext, FnContext, Yield, broadcast, current_thread_has_pending_tasks,
+    current_thread_index, join_context, max_num_threads, yield_local, yield_now,
+};
 pub use scope::{Scope, ScopeFifo, scope, scope_fifo};

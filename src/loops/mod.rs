@@ -36,7 +36,7 @@
 //! the slice loops rely on it to hand out disjoint sub-slices.
 
 mod partitioner;
-mod placed;
+pub(crate) mod placed;
 mod range;
 mod split;
 
@@ -135,6 +135,7 @@ where
             &range,
             workers.min(range.max_parts()),
             |k| k,
+            placed::Placement::Preferred,
             &|_, _| {},
             leaf,
             combine,
@@ -147,6 +148,7 @@ where
                 &range,
                 affinity.pieces(),
                 |k| affinity.planned(k),
+                placed::Placement::Preferred,
                 &|k, w| affinity.ran(k, w),
                 leaf,
                 combine,

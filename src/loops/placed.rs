@@ -80,14 +80,27 @@ where
     }
 }
 
+/// How a planned part reaches its worker.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// Mailbox plus a proxy: another worker takes it if its worker is stuck.
+    Preferred,
+    /// Mailbox only: it runs on its worker and nowhere else, after the
+    /// tasks in that worker's deque, the caller's own part too (a
+    /// broadcast).
+    Strict,
+}
+
 /// Run `range` cut into `parts` parts, part `k` on worker `target(k)`,
 /// `ran(k, worker)` told where each ran, and combine the results left to
 /// right (`None` for no parts).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_placed<R, T, L, C>(
     worker: &WorkerThread,
     range: &R,
     parts: usize,
     target: impl Fn(usize) -> usize,
+    placement: Placement,
     ran: &(dyn Fn(usize, usize) + Sync),
     leaf: &L,
     combine: &C,
@@ -118,9 +131,12 @@ where
     let workers = registry.num_slots();
     // Others' parts first, so they start while we run ours.
     let mut sent = 0;
+    // A strict part for us goes through our mailbox too: we take it after
+    // our own deque (rule 3 before rule 4), as the others do theirs.
+    let inline = |to: usize| to == here && placement == Placement::Preferred;
     for part in all.iter() {
         let to = target(part.index) % workers;
-        if to != here {
+        if !inline(to) {
             sent += 1;
             shared.latch.add(1);
             // SAFETY: the part lives in `all` until the latch is set, which
@@ -132,11 +148,16 @@ where
                     worker.region(),
                 )
             };
-            registry.route(job, Dispatch::Spawn, Some(to), Some(worker), || 0);
+            match placement {
+                Placement::Preferred => {
+                    registry.route(job, Dispatch::Spawn, Some(to), Some(worker), || 0)
+                }
+                Placement::Strict => registry.route_strict(job, to),
+            }
         }
     }
     for part in all.iter() {
-        if target(part.index) % workers == here {
+        if inline(target(part.index) % workers) {
             part.run(worker);
         }
     }

@@ -1,4 +1,5 @@
-//! The parallel loops as `Pool` methods: each enters the pool once (as
+//! The parallel loops (and `broadcast`, which runs on the loops' planned
+//! parts) as `Pool` methods: each enters the pool once (as
 //! `install` does; from one of its workers, at once) and runs the loop
 //! there (`loops/`).
 
@@ -7,6 +8,22 @@ use crate::loops::{self, Partitioner, Range2d};
 use std::ops::Range;
 
 impl Pool {
+    /// [`broadcast`](crate::broadcast) to this pool's workers: `op` once on
+    /// each, the results in worker order.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// assert_eq!(pool.broadcast(|ctx| ctx.index() * 10), [0, 10]);
+    /// ```
+    pub fn broadcast<OP, R>(&self, op: OP) -> Vec<R>
+    where
+        OP: Fn(crate::BroadcastContext) -> R + Sync,
+        R: Send,
+    {
+        let op = &op;
+        self.install(|| crate::broadcast(op))
+    }
+
     /// [`for_range`](crate::for_range) in this pool.
     ///
     /// ```

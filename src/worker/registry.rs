@@ -331,6 +331,14 @@ impl<W: Runner> Registry<W> {
         }
     }
 
+    /// Send `job` to worker `target` alone: its mailbox, no proxy, so no
+    /// other worker ever takes it (a broadcast's job for that worker).
+    /// Wakes `target` if it sleeps.
+    pub(crate) fn route_strict(&self, job: JobRef<W>, target: usize) {
+        self.mailbox(target).push(job);
+        self.sleep.new_mailbox_job(target);
+    }
+
     /// Worker `index`'s FIFO of `Pool::spawn_fifo` jobs.
     pub(crate) fn fifo(&self, index: usize) -> &WorkerFifo<W> {
         &self.thread_infos[index].fifo

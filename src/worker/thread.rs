@@ -770,6 +770,47 @@ impl WorkerThread {
         }
     }
 
+    /// `yield_now` (`local`: `yield_local`): run one task this worker may
+    /// take (`local`: only from its own deque, rule 3), as a nested wait
+    /// would but with the shared queue's lanes allowed (the caller asked
+    /// for any pending task). Whether it ran one.
+    pub(crate) fn run_one(&self, local: bool) -> bool {
+        let found = if local {
+            self.pop_own_task()
+        } else {
+            let mut access = self.wait_access(None);
+            if !access.region.is_isolated() {
+                access.shared = SharedAccess::Always;
+            }
+            self.find_work_with(&access)
+        };
+        let Some((job, rule)) = found else {
+            return false;
+        };
+        let depth = self.wait_depth.get();
+        self.wait_depth.set(depth + 1);
+        self.run_chain(job, rule);
+        self.wait_depth.set(depth);
+        true
+    }
+
+    /// Rule 3 alone: the newest job of the own deque that is ours to run
+    /// (proxies for others are resolved as usual).
+    fn pop_own_task(&self) -> Option<(JobRef, Rule)> {
+        while let Some(job) = self.deque.pop() {
+            if let Resolved::Run(job) = self.resolve(job) {
+                return Some((job, Rule::OwnDeque));
+            }
+        }
+        None
+    }
+
+    /// Does this worker have tasks waiting for it alone to take (its deque
+    /// or its mailbox)?
+    pub(crate) fn has_pending_tasks(&self) -> bool {
+        !self.deque.is_empty() || !self.registry.mailbox(self.index).is_empty()
+    }
+
     /// Wait for a condition that no latch signals (`Pool::wait_idle` on
     /// another pool): run this pool's tasks, as a nested wait may, while
     /// `done` is false, and call `block` (a short timed sleep) when there
