@@ -104,8 +104,8 @@ pub mod loom_api;
 pub use error::{AffinityError, BuildError, PipelineError, TaskError};
 pub use fork_join::{
     BroadcastContext, FnContext, Scope, ScopeFifo, Yield, broadcast,
-    current_thread_has_pending_tasks, current_thread_index, isolate, join, join_context,
-    max_num_threads, scope, scope_fifo, yield_local, yield_now,
+    current_thread_has_pending_tasks, current_thread_index, in_place_scope, in_place_scope_fifo,
+    isolate, join, join_context, max_num_threads, scope, scope_fifo, yield_local, yield_now,
 };
 pub use graph::{CancelToken, Graph, GraphError, NodeId, Subflow};
 pub use loops::{

@@ -14,13 +14,12 @@
 //! Anything that could hang on a scheduler bug (cross-pool installs, nested
 //! scopes through pools, barriers) runs under the `within` watchdog.
 //!
-//! `broadcast`, `yield_now` / `yield_local` and `join_context` are at the
-//! end of the file, after rayon-core's broadcast and yield tests.
+//! `broadcast`, `yield_now` / `yield_local`, `join_context` and the
+//! in-place scopes are at the end of the file, after rayon-core's
+//! broadcast, yield and in-place-scope tests.
 //!
 //! Not re-expressed, because they test rayon-only API or mechanisms:
 //! - `spawn_broadcast`: not in sixfold yet.
-//! - `in_place_scope*`: sixfold has no in-place scope (its `scope` runs in
-//!   the caller's pool, or the global pool outside every pool).
 //! - `spawn_handler` / `use_current_thread`: sixfold's builder always
 //!   starts its own threads (the nearest thing, `num_threads(0)`, is
 //!   covered by `zero_threads_means_the_caller_runs_the_work`).
@@ -1505,4 +1504,88 @@ fn join_context_reports_migration() {
         pool.install(sixfold::current_thread_has_pending_tasks),
         Some(false)
     );
+}
+
+thread_local! {
+    static CALLERS_VALUE: Cell<u32> = const { Cell::new(0) };
+}
+
+/// rayon's `in_place_scope_tls` and `in_place_scope_fifo_tls`: the body
+/// runs on the calling thread, so it sees that thread's thread-locals; the
+/// spawned tasks run on the pool's workers.
+#[test]
+fn in_place_scopes_run_the_body_on_the_calling_thread() {
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    CALLERS_VALUE.with(|v| v.set(42));
+    let caller = thread::current().id();
+    let spawned_on_worker = AtomicUsize::new(0);
+    pool.in_place_scope(|s| {
+        assert_eq!(CALLERS_VALUE.with(Cell::get), 42);
+        assert_eq!(thread::current().id(), caller);
+        for _ in 0..4 {
+            s.spawn(|_| {
+                assert!(current_worker().is_some());
+                spawned_on_worker.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+    });
+    pool.in_place_scope_fifo(|s| {
+        assert_eq!(CALLERS_VALUE.with(Cell::get), 42);
+        for _ in 0..4 {
+            s.spawn_fifo(|_| {
+                assert!(current_worker().is_some());
+                spawned_on_worker.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+    });
+    assert_eq!(spawned_on_worker.into_inner(), 8);
+    // The free functions: the global pool, the body still here.
+    sixfold::in_place_scope(|_| assert_eq!(thread::current().id(), caller));
+    sixfold::in_place_scope_fifo(|_| assert_eq!(thread::current().id(), caller));
+}
+
+/// rayon's `in_place_scope_no_deadlock`: on a one-worker pool, the body
+/// (on the calling thread) waits for a spawned task that the worker runs,
+/// while the worker's own task waits for the body: neither holds the
+/// other's thread.
+#[test]
+fn in_place_scope_no_deadlock() {
+    within("in-place scopes", Duration::from_secs(60), || {
+        let pool = Pool::builder().num_threads(1).build().unwrap();
+        let (tx, rx) = channel();
+        let rx_ref = &Mutex::new(rx);
+        pool.in_place_scope(move |s| {
+            // With regular scopes this closure would never run because this
+            // scope op itself would be blocking the only worker thread.
+            s.spawn(move |_| tx.send(()).unwrap());
+            rx_ref.lock().unwrap().recv().unwrap();
+        });
+        let (tx, rx) = channel();
+        let rx_ref = &Mutex::new(rx);
+        pool.in_place_scope_fifo(move |s| {
+            s.spawn_fifo(move |_| tx.send(()).unwrap());
+            rx_ref.lock().unwrap().recv().unwrap();
+        });
+    });
+}
+
+/// A panic in the body or a task of an in-place scope is resumed after
+/// every task ran (rayon's contract, as for `scope`).
+#[test]
+fn in_place_scope_runs_every_task_and_resumes_the_body_panic() {
+    quiet_intentional_panics();
+    let pool = Pool::builder().num_threads(2).build().unwrap();
+    let ran = AtomicUsize::new(0);
+    let message = expect_panic(|| {
+        pool.in_place_scope(|s| {
+            for _ in 0..10 {
+                s.spawn(|_| {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+            panic!("Hello, world!");
+        })
+    });
+    assert_eq!(message, "Hello, world!");
+    assert_eq!(ran.into_inner(), 10);
 }

@@ -13,4 +13,4 @@ pub use rayon_api::{
     BroadcastContext, FnContext, Yield, broadcast, current_thread_has_pending_tasks,
     current_thread_index, join_context, max_num_threads, yield_local, yield_now,
 };
-pub use scope::{Scope, ScopeFifo, scope, scope_fifo};
+pub use scope::{Scope, ScopeFifo, in_place_scope, in_place_scope_fifo, scope, scope_fifo};

@@ -122,7 +122,174 @@ fn finish_scope<R>(worker: &WorkerThread, scope: &Scope<'_>, body: impl FnOnce()
     }
 }
 
+/// Run `op` with a [`Scope`] as [`scope`] does, but with `op` itself on
+/// the calling thread, even outside every pool (rayon's `in_place_scope`):
+/// the spawned tasks run in the calling worker's pool, or in the global
+/// pool, while `op` keeps its thread (and its thread-locals, and any
+/// `!Send` state it borrows). The caller then waits for the tasks: a worker
+/// by working, an outside thread by blocking.
+///
+/// ```
+/// use std::cell::Cell;
+/// let here = Cell::new(0); // not Sync: only `op` on this thread may touch it
+/// let total = std::sync::atomic::AtomicU64::new(0);
+/// sixfold::in_place_scope(|s| {
+///     here.set(here.get() + 1);
+///     for i in 1..=10u64 {
+///         let total = &total;
+///         s.spawn(move |_| { total.fetch_add(i, std::sync::atomic::Ordering::Relaxed); });
+///     }
+/// });
+/// assert_eq!((here.get(), total.into_inner()), (1, 55));
+/// ```
+pub fn in_place_scope<'scope, OP, R>(op: OP) -> R
+where
+    OP: FnOnce(&Scope<'scope>) -> R,
+{
+    match WorkerThread::current() {
+        Some(worker) => {
+            let scope = Scope::new(worker);
+            finish_scope(worker, &scope, || op(&scope))
+        }
+        None => {
+            let scope = Scope::outside(Pool::global().registry());
+            finish_outside(&scope, || op(&scope))
+        }
+    }
+}
+
+/// [`scope_fifo`] with `op` on the calling thread, as [`in_place_scope`]
+/// (rayon's `in_place_scope_fifo`). From outside every pool the spawned
+/// tasks go through the shared queue, FIFO already.
+///
+/// ```
+/// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+/// let log = std::sync::Mutex::new(Vec::new());
+/// pool.install(|| sixfold::in_place_scope_fifo(|s| {
+///     for i in 0..3 {
+///         let log = &log;
+///         s.spawn_fifo(move |_| log.lock().unwrap().push(i));
+///     }
+/// }));
+/// assert_eq!(*log.lock().unwrap(), [0, 1, 2]);
+/// ```
+pub fn in_place_scope_fifo<'scope, OP, R>(op: OP) -> R
+where
+    OP: FnOnce(&ScopeFifo<'scope>) -> R,
+{
+    match WorkerThread::current() {
+        Some(worker) => {
+            let scope = ScopeFifo {
+                base: Scope::new(worker),
+                fifos: (0..worker.registry().num_slots())
+                    .map(|_| OnceLock::new())
+                    .collect(),
+            };
+            finish_scope(worker, &scope.base, || op(&scope))
+        }
+        None => {
+            let registry = Pool::global().registry();
+            let scope = ScopeFifo {
+                base: Scope::outside(registry),
+                fifos: (0..registry.num_slots()).map(|_| OnceLock::new()).collect(),
+            };
+            finish_outside(&scope.base, || op(&scope))
+        }
+    }
+}
+
+impl Pool {
+    /// [`in_place_scope`] with the spawned tasks in this pool: `op` runs on
+    /// the calling thread. From a thread that is not one of this pool's
+    /// workers, the caller blocks until the tasks finished.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let caller = std::thread::current().id();
+    /// let mut ran_on = None;
+    /// pool.in_place_scope(|s| {
+    ///     ran_on = Some(std::thread::current().id());
+    ///     s.spawn(|_| assert!(sixfold::current_worker().is_some()));
+    /// });
+    /// assert_eq!(ran_on, Some(caller));
+    /// ```
+    pub fn in_place_scope<'scope, OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce(&Scope<'scope>) -> R,
+    {
+        match WorkerThread::current_in(self.registry()) {
+            Some(_) => in_place_scope(op),
+            None => {
+                let scope = Scope::outside(self.registry());
+                finish_outside(&scope, || op(&scope))
+            }
+        }
+    }
+
+    /// [`in_place_scope_fifo`] with the spawned tasks in this pool.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+    /// let log = std::sync::Mutex::new(Vec::new());
+    /// pool.in_place_scope_fifo(|s| {
+    ///     for i in 0..3 {
+    ///         let log = &log;
+    ///         s.spawn_fifo(move |_| log.lock().unwrap().push(i));
+    ///     }
+    /// });
+    /// assert_eq!(*log.lock().unwrap(), [0, 1, 2]);
+    /// ```
+    pub fn in_place_scope_fifo<'scope, OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce(&ScopeFifo<'scope>) -> R,
+    {
+        match WorkerThread::current_in(self.registry()) {
+            Some(_) => in_place_scope_fifo(op),
+            None => {
+                let registry = self.registry();
+                let scope = ScopeFifo {
+                    base: Scope::outside(registry),
+                    fifos: (0..registry.num_slots()).map(|_| OnceLock::new()).collect(),
+                };
+                finish_outside(&scope.base, || op(&scope))
+            }
+        }
+    }
+}
+
+/// `finish_scope` for a scope owned by a thread outside every pool: run the
+/// body here, then block until every spawned job finished.
+fn finish_outside<R>(scope: &Scope<'_>, body: impl FnOnce() -> R) -> R {
+    let result = unwind::halt_unwinding(body);
+    // SAFETY: the scope lives on this frame until after the wait.
+    unsafe { CountLatch::release(scope.group.latch()) };
+    scope.group.latch().wait_blocking();
+    match result {
+        Err(payload) => unwind::resume_unwinding(payload),
+        Ok(value) => {
+            if let Some(payload) = scope.group.take_panic() {
+                unwind::resume_unwinding(payload);
+            }
+            value
+        }
+    }
+}
+
 impl<'scope> Scope<'scope> {
+    /// A scope waited for by a thread outside every pool, whose jobs run in
+    /// `registry`'s pool.
+    fn outside(registry: &Arc<Registry>) -> Self {
+        Scope {
+            group: Group::structured(
+                CountLatch::for_thread(),
+                OnPanic::RunAll,
+                crate::queues::region::outside_current(),
+            ),
+            registry: registry.clone(),
+            _marker: PhantomData,
+        }
+    }
+
     /// A scope waited for by `worker`, in its current isolation region.
     fn new(worker: &WorkerThread) -> Self {
         let registry = worker.registry();
