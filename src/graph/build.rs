@@ -10,7 +10,7 @@ use super::node::{
 };
 use super::order;
 use super::spare;
-use crate::queues::dispatch::Dispatch;
+use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY};
 use std::collections::HashMap;
 use std::fmt;
 use std::ptr::NonNull;
@@ -315,6 +315,35 @@ impl<'a> Graph<'a> {
         Ok(())
     }
 
+    /// Strict affinity: the node runs on worker `worker` and nowhere else.
+    /// It reaches that worker through its mailbox only (rule 4), with no
+    /// proxy, so no other worker ever takes it, however long that worker
+    /// stays busy; a worker waiting inside a task still takes its mailbox,
+    /// so a strict node for a waiting worker runs inside that wait. For
+    /// thread-bound resources (a GPU context, a handle kept per worker).
+    /// `set_affinity(node, None)` removes it; an index the pool does not
+    /// have is reported by `run_graph` as
+    /// [`GraphError::AffinityOutOfRange`]. (In a pool of zero threads, whose
+    /// only worker is whoever calls into it, it is an ordinary affinity.)
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut ran_on = None;
+    /// let mut g = sixfold::Graph::new();
+    /// let node = g.add(|| ran_on = sixfold::current_worker());
+    /// g.set_strict_affinity(node, 1).unwrap();
+    /// pool.run_graph(&mut g).unwrap();
+    /// drop(g);
+    /// assert_eq!(ran_on, Some(1));
+    /// ```
+    pub fn set_strict_affinity(&mut self, node: NodeId, worker: usize) -> Result<(), GraphError> {
+        self.set_affinity(node, Some(worker))?;
+        let i = self.check(node)?;
+        let index = &mut self.nodes[i].affinity;
+        *index = (*index).min(STRICT_AFFINITY - 1) | STRICT_AFFINITY;
+        Ok(())
+    }
+
     /// Affinity replay (oneTBB's `affinity_partitioner` idea, which its flow
     /// graph lacks): with `true`, each node without an affinity of its own
     /// prefers, on the next run, the worker that ran it last time, so data
@@ -499,7 +528,7 @@ impl<'a> Graph<'a> {
                 .iter()
                 .enumerate()
                 .filter(|(_, n)| n.affinity != NO_AFFINITY)
-                .map(|(i, n)| (n.affinity, i as u32))
+                .map(|(i, n)| (n.affinity & !STRICT_AFFINITY, i as u32))
                 .max();
             self.affinity_dirty = false;
         }

@@ -2,7 +2,7 @@
 
 use super::build::Graph;
 use super::node::NO_AFFINITY;
-use crate::queues::dispatch::Dispatch;
+use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY};
 use std::fmt::Write;
 
 impl Graph<'_> {
@@ -30,7 +30,13 @@ impl Graph<'_> {
                 label.push_str("\\nenqueue");
             }
             if node.affinity != NO_AFFINITY {
-                let _ = write!(label, "\\n@worker {}", node.affinity);
+                let strict = if node.affinity & STRICT_AFFINITY != 0 {
+                    " only"
+                } else {
+                    ""
+                };
+                let worker = node.affinity & !STRICT_AFFINITY;
+                let _ = write!(label, "\\n@worker {worker}{strict}");
             }
             let style = if node.dispatch == Dispatch::Enqueue {
                 ", style=dashed"

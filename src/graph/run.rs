@@ -28,7 +28,7 @@ use crate::observe::stats::Rule;
 use crate::platform::latch::CountLatch;
 use crate::platform::prefetch::prefetch_for_write;
 use crate::platform::unwind;
-use crate::queues::dispatch::Dispatch;
+use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY};
 use crate::queues::region::Region;
 use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
@@ -128,7 +128,7 @@ where
 #[inline]
 fn preferred_worker(node: &Node<'_>, replay: bool) -> Option<usize> {
     if node.affinity != NO_AFFINITY {
-        return Some(node.affinity as usize);
+        return Some((node.affinity & !STRICT_AFFINITY) as usize);
     }
     if replay {
         let last = node.last_worker.load(Ordering::Relaxed);
@@ -137,6 +137,29 @@ fn preferred_worker(node: &Node<'_>, replay: bool) -> Option<usize> {
         }
     }
     None
+}
+
+/// Send a ready node where its placement says: its worker alone for a
+/// strict affinity, else by `Registry::route`.
+#[inline]
+fn route_node(
+    registry: &Arc<Registry>,
+    node: &Node<'_>,
+    shared: &RunShared,
+    affinity: Option<usize>,
+    here: Option<&WorkerThread>,
+) {
+    let job = node_job(node, shared.region());
+    if node.affinity != NO_AFFINITY
+        && node.affinity & STRICT_AFFINITY != 0
+        && let Some(worker) = affinity
+        && registry.route_strict_if_possible(job, worker)
+    {
+        return;
+    }
+    registry.route(job, node.dispatch, affinity, here, || {
+        shared.used_shared_queue.note()
+    });
 }
 
 /// The job of a ready node of a run in isolation region `region`.
@@ -330,13 +353,8 @@ unsafe fn complete<'a>(
             (true, Some(_)) => (succ, succ.dispatch, affinity),
             (false, _) => (succ, succ.dispatch, affinity),
         };
-        worker.registry().route(
-            node_job(job, shared.region()),
-            dispatch,
-            affinity,
-            Some(worker),
-            || shared.used_shared_queue.note(),
-        );
+        debug_assert!(dispatch == job.dispatch);
+        route_node(worker.registry(), job, shared, affinity, Some(worker));
     }
     next
 }
@@ -475,13 +493,7 @@ fn start(
         // SAFETY: root indices are in bounds of the running graph.
         let root = unsafe { &*base.add(r as usize) };
         let affinity = preferred_worker(root, shared.replay());
-        registry.route(
-            node_job(root, shared.region()),
-            root.dispatch,
-            affinity,
-            here,
-            || shared.used_shared_queue.note(),
-        );
+        route_node(registry, root, shared, affinity, here);
     }
     // SAFETY: the latch lives on the caller's frame until after its wait.
     unsafe { CountLatch::release(latch) };

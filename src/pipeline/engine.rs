@@ -549,6 +549,14 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Is stage number `stage` pinned strictly (runs on its worker only)?
+    fn strict_pin(&self, stage: u32) -> bool {
+        match stage {
+            0 => self.source.strict,
+            k => self.stages.get(k as usize - 1).is_some_and(|s| s.strict),
+        }
+    }
+
     /// The trace name of a step that found stage number `stage` not ready
     /// (parked, deferred or routed: no stage ran).
     #[cold]
@@ -576,6 +584,13 @@ impl<'a> Engine<'a> {
         match self.pin_of(state.stage.get()) {
             Some(pin) if pin != worker.index() => {
                 state.routed.set(true);
+                if self.strict_pin(state.stage.get())
+                    && worker
+                        .registry()
+                        .route_strict_if_possible(self.job(slot), pin)
+                {
+                    return;
+                }
                 worker.registry().route(
                     self.job(slot),
                     Dispatch::Spawn,

@@ -172,8 +172,46 @@ impl<'a, T: Send + 'a> Pipeline<'a, T> {
     /// A worker the pool does not have is an error of `run_pipeline`.
     pub fn pin(mut self, worker: usize) -> Self {
         match self.engine.stages.last_mut() {
-            Some(stage) => stage.pin = Some(worker),
-            None => self.engine.source.pin = Some(worker),
+            Some(stage) => {
+                stage.pin = Some(worker);
+                stage.strict = false;
+            }
+            None => {
+                self.engine.source.pin = Some(worker);
+                self.engine.source.strict = false;
+            }
+        }
+        self
+    }
+
+    /// Pin the last stage added (or the source) to worker `worker`
+    /// strictly: its items run it on that worker and nowhere else, however
+    /// long the worker stays busy (they reach it through its mailbox with
+    /// no proxy). For a stage bound to a thread-bound resource: a GPU
+    /// context, a library that must always be called from one thread. A
+    /// worker the pool does not have is an error of `run_pipeline`.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut next = 0;
+    /// let mut workers = Vec::new();
+    /// let mut p = sixfold::Pipeline::new(|| { next += 1; (next <= 50).then_some(next) })
+    ///     .serial_in_order(|x: i32| { workers.push(sixfold::current_worker()); x })
+    ///     .pin_strict(1);
+    /// pool.run_pipeline(&mut p, 4).unwrap();
+    /// drop(p);
+    /// assert!(workers.iter().all(|&w| w == Some(1)));
+    /// ```
+    pub fn pin_strict(mut self, worker: usize) -> Self {
+        match self.engine.stages.last_mut() {
+            Some(stage) => {
+                stage.pin = Some(worker);
+                stage.strict = true;
+            }
+            None => {
+                self.engine.source.pin = Some(worker);
+                self.engine.source.strict = true;
+            }
         }
         self
     }

@@ -209,6 +209,8 @@ pub(crate) struct Stage<'a> {
     /// Whether `name` was given by the user (for `Debug`).
     pub(crate) named: bool,
     pub(crate) pin: Option<usize>,
+    /// The pin is strict: the stage runs on its worker and nowhere else.
+    pub(crate) strict: bool,
 }
 
 /// The source, erased.
@@ -218,6 +220,8 @@ pub(crate) struct SourceStage<'a> {
     pub(crate) name: Arc<str>,
     pub(crate) named: bool,
     pub(crate) pin: Option<usize>,
+    /// As `Stage::strict`.
+    pub(crate) strict: bool,
 }
 
 impl<'a> SourceStage<'a> {
@@ -235,6 +239,7 @@ impl<'a> SourceStage<'a> {
             name: Arc::from("source"),
             named: false,
             pin: None,
+            strict: false,
         }
     }
 }
@@ -288,6 +293,7 @@ impl<'a> Stage<'a> {
             name: Arc::from(format!("stage {index} ({})", mode.name())),
             named: false,
             pin: None,
+            strict: false,
         }
     }
 

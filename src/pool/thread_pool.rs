@@ -16,7 +16,7 @@ use crate::observe::trace::Trace;
 use crate::platform::latch::CountLatch;
 use crate::platform::topology::{CoreInfo, Pinning, Topology};
 use crate::platform::unwind;
-use crate::queues::dispatch::Dispatch;
+use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY};
 use crate::queues::region;
 use crate::task::node::TaskRef;
 use crate::worker::group::{Group, OnPanic};
@@ -410,6 +410,50 @@ impl Pool {
     ) -> Result<(), AffinityError> {
         AffinityError::check(worker, self.num_workers())?;
         self.submit_static(task, None, Some(worker));
+        Ok(())
+    }
+
+    /// Run a `'static` closure on worker `worker` and nowhere else (strict
+    /// affinity): it goes to that worker's mailbox only, with no proxy, so
+    /// no other worker ever takes it, however long `worker` stays busy. For
+    /// thread-bound resources: a GPU context, a `!Send` handle kept per
+    /// worker, a library that must always be called from one thread. A
+    /// worker waiting inside a task (join, scope, run) still takes its
+    /// mailbox, so this cannot deadlock on a waiting worker. (In a pool of
+    /// zero threads it is an ordinary affinity: its only worker is whoever
+    /// calls into it.)
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// for _ in 0..100 {
+    ///     let tx = tx.clone();
+    ///     pool.spawn_on(1, move || tx.send(sixfold::current_worker()).unwrap()).unwrap();
+    /// }
+    /// drop(tx);
+    /// assert!(rx.iter().all(|w| w == Some(1)));
+    /// assert!(pool.spawn_on(2, || {}).is_err()); // no worker 2
+    /// ```
+    pub fn spawn_on<F>(&self, worker: usize, f: F) -> Result<(), AffinityError>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.spawn_task_on(worker, TaskRef::from_fn(move |_| f()))
+    }
+
+    /// [`Pool::spawn_on`] for a task node. On error the node is dropped
+    /// (cancelled).
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let task = sixfold::TaskRef::from_fn(move |_| tx.send(sixfold::current_worker()).unwrap());
+    /// pool.spawn_task_on(0, task).unwrap();
+    /// assert_eq!(rx.recv().unwrap(), Some(0));
+    /// ```
+    pub fn spawn_task_on(&self, worker: usize, task: TaskRef) -> Result<(), AffinityError> {
+        AffinityError::check(worker, self.num_workers())?;
+        self.submit_static(task, None, Some(worker | STRICT_AFFINITY as usize));
         Ok(())
     }
 

@@ -14,3 +14,9 @@ pub enum Dispatch {
     /// with this dispatch is never run by rule 2.
     Enqueue,
 }
+
+/// In an affinity kept as a `u32` worker index (task and graph nodes), the
+/// bit that makes it *strict*: the task runs on that worker and nowhere
+/// else, reached through its mailbox only (no proxy), so no other worker
+/// ever takes it. Worker indices stay far below it.
+pub(crate) const STRICT_AFFINITY: u32 = 1 << 31;

@@ -19,7 +19,7 @@
 //! returns the continuation cannot start.
 
 use crate::error::AffinityError;
-use crate::queues::dispatch::Dispatch;
+use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY};
 use crate::task::node::{self, Context, Task, TaskRef};
 use std::marker::PhantomData;
 
@@ -57,6 +57,28 @@ impl<'w> Context<'w> {
     ) -> Result<(), AffinityError> {
         AffinityError::check(worker, self.num_workers())?;
         self.submit(task, None, Some(worker));
+        Ok(())
+    }
+
+    /// Run `task` on worker `worker` and nowhere else (strict affinity):
+    /// it goes to that worker's mailbox only (rule 4), with no proxy, so no
+    /// other worker takes it however long that worker stays busy; a worker
+    /// waiting inside a task still takes its mailbox.
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.run(TaskRef::from_fn(move |cx| {
+    ///     let tx = tx.clone();
+    ///     cx.spawn_on(1, TaskRef::from_fn(move |_| tx.send(sixfold::current_worker()).unwrap()))
+    ///         .unwrap();
+    /// }));
+    /// assert_eq!(rx.recv().unwrap(), Some(1));
+    /// ```
+    pub fn spawn_on(&mut self, worker: usize, task: TaskRef) -> Result<(), AffinityError> {
+        AffinityError::check(worker, self.num_workers())?;
+        self.submit(task, None, Some(worker | STRICT_AFFINITY as usize));
         Ok(())
     }
 

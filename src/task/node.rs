@@ -36,7 +36,7 @@ use crate::platform::node_alloc;
 use crate::platform::prefetch::prefetch_for_write;
 use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use crate::platform::unwind;
-use crate::queues::dispatch::Dispatch;
+use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY};
 use crate::queues::region::Region;
 use crate::task::successors::{Many, Split, Successors};
 use crate::worker::group::Group;
@@ -470,7 +470,8 @@ impl TaskRef {
         }
         if let Some(affinity) = affinity {
             // Beyond u32 is out of range for every pool: keep it visible
-            // as such (routing refuses it) rather than wrap.
+            // as such (routing refuses it) rather than wrap. (A strict
+            // affinity comes with `STRICT_AFFINITY` set.)
             meta.affinity = u32::try_from(affinity).unwrap_or(NO_AFFINITY - 1);
         }
         if header.group.load(Ordering::Relaxed).is_null() {
@@ -557,15 +558,18 @@ impl ReadyNode {
     /// Only spawn-dispatch nodes with no affinity, or affinity for `worker`.
     #[inline]
     pub(crate) fn is_local_to(&self, worker: usize) -> bool {
-        let (dispatch, affinity) = self.placement();
+        let (dispatch, affinity, _) = self.placement();
         dispatch == Dispatch::Spawn && (affinity.is_none() || affinity == Some(worker))
     }
 
-    pub(crate) fn placement(&self) -> (Dispatch, Option<usize>) {
+    /// Dispatch, affinity (the worker index) and whether it is strict.
+    pub(crate) fn placement(&self) -> (Dispatch, Option<usize>, bool) {
         // SAFETY: a ready node is owned by the holder of the ReadyNode.
         let meta = unsafe { &*header(self.node).meta.get() };
-        let affinity = (meta.affinity != NO_AFFINITY).then_some(meta.affinity as usize);
-        (meta.dispatch, affinity)
+        let strict = meta.affinity != NO_AFFINITY && meta.affinity & STRICT_AFFINITY != 0;
+        let affinity =
+            (meta.affinity != NO_AFFINITY).then_some((meta.affinity & !STRICT_AFFINITY) as usize);
+        (meta.dispatch, affinity, strict)
     }
 
     /// The group the node was submitted to (null for a node whose handle
@@ -577,9 +581,14 @@ impl ReadyNode {
     /// Send the node where its placement says, from `here`, the calling
     /// worker if it belongs to `registry`'s pool.
     pub(crate) fn route(self, registry: &Arc<Registry>, here: Option<&WorkerThread>) {
-        let (dispatch, affinity) = self.placement();
+        let (dispatch, affinity, strict) = self.placement();
         let group = self.group();
         let job = self.into_job();
+        if let (true, Some(worker)) = (strict, affinity)
+            && registry.route_strict_if_possible(job, worker)
+        {
+            return;
+        }
         registry.route(job, dispatch, affinity, here, || {
             // SAFETY: a ready node's group lives until the node ran (the
             // node or a descendant of it holds a unit).

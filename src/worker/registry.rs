@@ -332,11 +332,24 @@ impl<W: Runner> Registry<W> {
     }
 
     /// Send `job` to worker `target` alone: its mailbox, no proxy, so no
-    /// other worker ever takes it (a broadcast's job for that worker).
-    /// Wakes `target` if it sleeps.
+    /// other worker ever takes it (a broadcast's job for that worker, a
+    /// task with strict affinity). Wakes `target` if it sleeps.
     pub(crate) fn route_strict(&self, job: JobRef<W>, target: usize) {
         self.mailbox(target).push(job);
         self.sleep.new_mailbox_job(target);
+    }
+
+    /// `route_strict` if `target` is a worker thread of this pool; false
+    /// (nothing done) otherwise: an index out of range (rejected when the
+    /// task was submitted, but a node may be made ready by another pool),
+    /// or the guest slot of a pool without threads, whose mailbox only its
+    /// callers look at; the caller then routes as with a soft affinity.
+    pub(crate) fn route_strict_if_possible(&self, job: JobRef<W>, target: usize) -> bool {
+        if target >= self.num_threads() {
+            return false;
+        }
+        self.route_strict(job, target);
+        true
     }
 
     /// Worker `index`'s FIFO of `Pool::spawn_fifo` jobs.
