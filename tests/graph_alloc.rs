@@ -14,6 +14,7 @@ use std::backtrace::Backtrace;
 use std::cell::Cell;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 struct CountingAllocator;
 
@@ -149,6 +150,32 @@ fn build<'a>(ran: &'a AtomicUsize) -> Graph<'a> {
     g
 }
 
+/// Run the graph until every worker is warm: it ran tasks and it slept
+/// (and woke) at least once, so its thread has started (starting a thread
+/// allocates), its thread-locals exist and it has parked before. A fixed
+/// number of runs does not establish this: on a loaded machine they can
+/// all finish before a worker thread is first scheduled, and its start then
+/// falls into the counted runs. Returns the number of runs.
+fn warm_up(pool: &Pool, g: &mut Graph<'_>) -> usize {
+    let before = pool.stats();
+    let start = Instant::now();
+    let mut runs = 0;
+    loop {
+        pool.run_graph_n(g, 3).unwrap();
+        runs += 3;
+        let stats = pool.stats().since(&before);
+        if stats.workers.iter().all(|w| w.total() > 0 && w.sleeps > 0) {
+            return runs;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "after {runs} runs some worker has not run a task and slept:\n{stats}"
+        );
+        // Let the workers fall asleep before the next run wakes them.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn graph_runs_allocate_nothing_once_warm() {
     let pool = Pool::builder().num_threads(2).build().unwrap();
@@ -159,7 +186,7 @@ fn graph_runs_allocate_nothing_once_warm() {
 
     // From outside the pool. Warm up first: thread-locals, deque buffers
     // and parking state are set up on first use.
-    pool.run_graph_n(&mut g, 3).unwrap();
+    let warm_up_runs = warm_up(&pool, &mut g);
     let outside = count_allocations(|| {
         for _ in 0..RUNS {
             pool.run_graph(&mut g).unwrap();
@@ -180,7 +207,10 @@ fn graph_runs_allocate_nothing_once_warm() {
     });
     let inside_first = first_allocation();
 
-    assert_eq!(ran.load(Ordering::SeqCst), (2 * RUNS + 6) * n);
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        (2 * RUNS + 3 + warm_up_runs) * n
+    );
     // One assertion for both, so that a failure reports both.
     assert!(
         outside == 0 && inside == 0,

@@ -20,18 +20,30 @@ static MAX_DEPTH: AtomicUsize = AtomicUsize::new(0);
 
 /// rayon #854's shape. One worker holds 10,000 unrelated tasks in its deque
 /// and does not run them itself; the others steal them. Each task joins two
-/// halves: `a` waits until `b` was stolen, `b` sleeps briefly. So every
-/// join waits for a thief, and while it waits its worker steals the next
-/// unrelated task on top of the waiting one. With the guard disabled,
+/// halves: `a` waits until `b` was stolen, `b` lasts until the task's
+/// worker, waiting for it, has stolen the next unrelated task on top of the
+/// waiting one. With the guard disabled (and `b` sleeping 50 us instead),
 /// workers nested 28 to 56 of these tasks (10 runs), and with each task's
 /// 8 KiB of scratch a 256 KiB stack overflowed in 6 runs of 6, aborting the
 /// test binary. Guarded, the nesting stops at half of the stack (7 deep).
+///
+/// The halves wait for events, not for a time: with `a` giving up after
+/// 300 us and `b` sleeping 50 us, thieves and waiters descheduled on a
+/// loaded machine left the joins without a nested steal, and the nesting
+/// stopped at 3 or 4 deep, short of the guard.
 #[test]
 fn stealing_during_waits_cannot_overflow_a_small_stack() {
     const TASKS: usize = 10_000;
+    /// The workers other than the producer.
+    const THIEVES: usize = 3;
+    /// Tasks whose `a` half is waiting for a thief to start `b`.
+    static SPINNING: AtomicUsize = AtomicUsize::new(0);
+    /// Tasks started, in all and per worker.
+    static STARTED: AtomicUsize = AtomicUsize::new(0);
+    static STARTED_ON: [AtomicUsize; THIEVES + 1] = [const { AtomicUsize::new(0) }; THIEVES + 1];
     let pool = Arc::new(
         Pool::builder()
-            .num_threads(4)
+            .num_threads(THIEVES + 1)
             .stack_size(256 << 10)
             .build()
             .unwrap(),
@@ -42,13 +54,19 @@ fn stealing_during_waits_cannot_overflow_a_small_stack() {
         // The producer: push every task onto this worker's deque, then
         // stay out of the way (not a scheduler wait: it takes no task).
         for _ in 0..TASKS {
-            let d = d.clone();
-            p.spawn(move || {
+            let (d, p) = (d.clone(), p.clone());
+            p.clone().spawn(move || {
                 let depth = DEPTH.with(|c| {
                     c.set(c.get() + 1);
                     c.get()
                 });
                 MAX_DEPTH.fetch_max(depth, Ordering::Relaxed);
+                let me = sixfold::current_worker().unwrap();
+                STARTED.fetch_add(1, Ordering::SeqCst);
+                // Tasks started on this worker, this one included: one
+                // more means one was stolen on top of this one.
+                let started_here = STARTED_ON[me].fetch_add(1, Ordering::SeqCst) + 1;
+                let guarded_before = p.stats().workers[me].stack_guarded_waits;
                 // The task's own working memory: 8 KiB of scratch on the
                 // stack, as real tasks have (a parser's buffer, a small
                 // matrix). It is what makes each nesting level cost.
@@ -56,13 +74,31 @@ fn stealing_during_waits_cannot_overflow_a_small_stack() {
                 let b_started = AtomicBool::new(false);
                 join(
                     || {
-                        wait_for(Duration::from_micros(300), || {
-                            b_started.load(Ordering::Acquire)
-                        })
+                        // Wait for a thief, unless every thief is waiting
+                        // here too (then none is left to take `b`: run it
+                        // ourselves).
+                        SPINNING.fetch_add(1, Ordering::SeqCst);
+                        while !b_started.load(Ordering::Acquire)
+                            && SPINNING.load(Ordering::SeqCst) < THIEVES
+                        {
+                            std::thread::yield_now();
+                        }
+                        SPINNING.fetch_sub(1, Ordering::SeqCst);
                     },
                     || {
                         b_started.store(true, Ordering::Release);
-                        std::thread::sleep(Duration::from_micros(50));
+                        if sixfold::current_worker() == Some(me) {
+                            return; // not stolen: nothing waits for it
+                        }
+                        // Until our worker, waiting for us, stole a task on
+                        // top of ours; or it cannot: its wait is past the
+                        // stack guard, or no task is left to steal.
+                        while STARTED_ON[me].load(Ordering::SeqCst) == started_here
+                            && p.stats().workers[me].stack_guarded_waits == guarded_before
+                            && STARTED.load(Ordering::SeqCst) < TASKS
+                        {
+                            std::thread::yield_now();
+                        }
                     },
                 );
                 std::hint::black_box(&scratch);

@@ -66,6 +66,7 @@ pub(crate) struct WorkerCounters {
     steals_by_tier: [AtomicU64; 4],
     sleeps: AtomicU64,
     stack_guarded_waits: AtomicU64,
+    proxies_claimed_from_stuck: AtomicU64,
 }
 
 #[inline]
@@ -102,6 +103,12 @@ impl WorkerCounters {
         bump(&self.stack_guarded_waits, 1);
     }
 
+    /// This worker claimed another worker's proxy: its target looked stuck.
+    #[inline]
+    pub(crate) fn proxy_claimed_from_stuck(&self) {
+        bump(&self.proxies_claimed_from_stuck, 1);
+    }
+
     pub(crate) fn snapshot(&self) -> WorkerStats {
         WorkerStats {
             tasks_by_rule: std::array::from_fn(|i| self.by_rule[i].load(Ordering::Relaxed)),
@@ -110,6 +117,7 @@ impl WorkerCounters {
             steals_by_tier: std::array::from_fn(|i| self.steals_by_tier[i].load(Ordering::Relaxed)),
             sleeps: self.sleeps.load(Ordering::Relaxed),
             stack_guarded_waits: self.stack_guarded_waits.load(Ordering::Relaxed),
+            proxies_claimed_from_stuck: self.proxies_claimed_from_stuck.load(Ordering::Relaxed),
         }
     }
 }
@@ -132,6 +140,11 @@ pub struct WorkerStats {
     /// Nested waits that began past half of the worker's stack and so did
     /// not steal (the stack guard, see ARCHITECTURE.md).
     pub stack_guarded_waits: u64,
+    /// Tasks with affinity for another worker that this one claimed and
+    /// ran because their target looked stuck: busy, taking nothing from
+    /// its mailbox, for about a millisecond (a long task, or a thread
+    /// waiting for a core on a loaded machine).
+    pub proxies_claimed_from_stuck: u64,
 }
 
 impl WorkerStats {
@@ -186,6 +199,8 @@ impl Stats {
                         }),
                         sleeps: now.sleeps - before.sleeps,
                         stack_guarded_waits: now.stack_guarded_waits - before.stack_guarded_waits,
+                        proxies_claimed_from_stuck: now.proxies_claimed_from_stuck
+                            - before.proxies_claimed_from_stuck,
                     }
                 })
                 .collect(),
@@ -230,6 +245,7 @@ impl fmt::Display for Stats {
             }
             total.sleeps += w.sleeps;
             total.stack_guarded_waits += w.stack_guarded_waits;
+            total.proxies_claimed_from_stuck += w.proxies_claimed_from_stuck;
         }
         row("all", &total)
     }

@@ -657,7 +657,13 @@ impl WorkerThread {
         }
         // SAFETY: our entry, consumed here.
         match unsafe { Proxy::take(entry) } {
-            Taken::Run(job) => Resolved::Run(job),
+            Taken::Run(job) => {
+                if target != self.index {
+                    // `should_claim` judged the target stuck.
+                    self.counters().proxy_claimed_from_stuck();
+                }
+                Resolved::Run(job)
+            }
             Taken::Nothing => Resolved::Gone,
         }
     }
