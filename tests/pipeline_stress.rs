@@ -18,7 +18,7 @@ fn run(pool: &Pool, items: u64, tokens: usize, heavy_every: u64) -> (u64, u64) {
         (next <= items).then_some(next)
     })
     .parallel(|x: u64| {
-        if heavy_every != 0 && x % heavy_every == 0 {
+        if heavy_every != 0 && x.is_multiple_of(heavy_every) {
             std::thread::sleep(Duration::from_micros(50));
         }
         std::hint::black_box(x)
