@@ -179,20 +179,11 @@ where
 {
     match WorkerThread::current() {
         Some(worker) => {
-            let scope = ScopeFifo {
-                base: Scope::new(worker),
-                fifos: (0..worker.registry().num_slots())
-                    .map(|_| OnceLock::new())
-                    .collect(),
-            };
+            let scope = ScopeFifo::new(worker);
             finish_scope(worker, &scope.base, || op(&scope))
         }
         None => {
-            let registry = Pool::global().registry();
-            let scope = ScopeFifo {
-                base: Scope::outside(registry),
-                fifos: (0..registry.num_slots()).map(|_| OnceLock::new()).collect(),
-            };
+            let scope = ScopeFifo::outside(Pool::global().registry());
             finish_outside(&scope.base, || op(&scope))
         }
     }
@@ -246,11 +237,7 @@ impl Pool {
         match WorkerThread::current_in(self.registry()) {
             Some(_) => in_place_scope_fifo(op),
             None => {
-                let registry = self.registry();
-                let scope = ScopeFifo {
-                    base: Scope::outside(registry),
-                    fifos: (0..registry.num_slots()).map(|_| OnceLock::new()).collect(),
-                };
+                let scope = ScopeFifo::outside(self.registry());
                 finish_outside(&scope.base, || op(&scope))
             }
         }
@@ -364,12 +351,7 @@ where
 {
     match WorkerThread::current() {
         Some(worker) => {
-            let scope = ScopeFifo {
-                base: Scope::new(worker),
-                fifos: (0..worker.registry().num_slots())
-                    .map(|_| OnceLock::new())
-                    .collect(),
-            };
+            let scope = ScopeFifo::new(worker);
             finish_scope(worker, &scope.base, || op(&scope))
         }
         None => Pool::global().install(|| scope_fifo(op)),
@@ -377,6 +359,23 @@ where
 }
 
 impl<'scope> ScopeFifo<'scope> {
+    /// A FIFO scope waited for by `worker`.
+    fn new(worker: &WorkerThread) -> Self {
+        Self::with_base(Scope::new(worker))
+    }
+
+    /// A FIFO scope waited for by a thread outside every pool.
+    fn outside(registry: &Arc<Registry>) -> Self {
+        Self::with_base(Scope::outside(registry))
+    }
+
+    fn with_base(base: Scope<'scope>) -> Self {
+        let fifos = (0..base.registry.num_slots())
+            .map(|_| OnceLock::new())
+            .collect();
+        ScopeFifo { base, fifos }
+    }
+
     /// Spawn `body` into the scope, behind this worker's earlier spawns.
     pub fn spawn_fifo<BODY>(&self, body: BODY)
     where
