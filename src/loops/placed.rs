@@ -6,10 +6,10 @@
 //! caller runs its own parts in place, then waits by working until every
 //! part has run.
 //!
-//! The parts are jobs in one array owned by this call, each releasing one
-//! unit of the call's latch as its very last act: the caller returns (and
-//! frees the array) only once the latch is set, so no job outlives its
-//! memory. A panic in a part is kept (the first one) and resumed once every
+//! The parts live in one array owned by this call; the parts for one
+//! worker travel as one job (a *share*), which releases one unit of the
+//! call's latch as its very last act: the caller returns (and frees the
+//! arrays) only once the latch is set, so no job outlives its memory. A panic in a part is kept (the first one) and resumed once every
 //! part has run: rayon's contract, as for the recursive partitioners.
 
 use super::range::LoopRange;
@@ -65,17 +65,37 @@ where
         }
     }
 
-    /// The `JobRef` entry point of a part sent to another worker.
+}
+
+/// The parts sent to one worker, in order: one job (one mailbox entry, one
+/// proxy) however many parts, so that a step of a repeated loop costs one
+/// hand-over per worker.
+struct Share<'c, R, T, L> {
+    parts: &'c [Part<'c, R, T, L>],
+    /// Indices into `parts`.
+    indices: &'c [usize],
+}
+
+impl<R, T, L> Share<'_, R, T, L>
+where
+    R: LoopRange,
+    T: Send,
+    L: Fn(R) -> T + Sync,
+{
+    /// The `JobRef` entry point of a share sent to a worker.
     ///
     /// # Safety
-    /// `this` points at a `Part` of a call that waits for its latch.
+    /// `this` points at a `Share` of a call that waits for its latch.
     unsafe fn execute(this: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
         // SAFETY: per the contract, live until the release below.
-        let part = unsafe { this.cast::<Self>().as_ref() };
-        part.run(worker);
-        // SAFETY: the latch counts this part's unit; the last touch of the
+        let share = unsafe { this.cast::<Self>().as_ref() };
+        for &index in share.indices {
+            share.parts[index].run(worker);
+        }
+        let latch = &share.parts[share.indices[0]].shared.latch;
+        // SAFETY: the latch counts this share's unit; the last touch of the
         // call's memory (the caller may return the moment it is set).
-        unsafe { CountLatch::release(&part.shared.latch) };
+        unsafe { CountLatch::release(latch) };
         None
     }
 }
@@ -129,36 +149,44 @@ where
         .collect();
     let here = worker.index();
     let workers = registry.num_slots();
-    // Others' parts first, so they start while we run ours.
-    let mut sent = 0;
     // A strict part for us goes through our mailbox too: we take it after
     // our own deque (rule 3 before rule 4), as the others do theirs.
     let inline = |to: usize| to == here && placement == Placement::Preferred;
-    for part in all.iter() {
-        let to = target(part.index) % workers;
-        if !inline(to) {
-            sent += 1;
-            shared.latch.add(1);
-            // SAFETY: the part lives in `all` until the latch is set, which
-            // its job's release contributes to; it runs once.
-            let job = unsafe {
-                JobRef::new(
-                    NonNull::from(part).cast(),
-                    Part::<R, T, L>::execute,
-                    worker.region(),
-                )
-            };
-            match placement {
-                Placement::Preferred => {
-                    registry.route(job, Dispatch::Spawn, Some(to), Some(worker), || 0)
-                }
-                Placement::Strict => registry.route_strict(job, to),
+    // The parts by worker, each worker's in order.
+    let mut order: Vec<usize> = (0..parts).collect();
+    order.sort_by_key(|&k| target(k) % workers);
+    let shares: Vec<(usize, Share<'_, R, T, L>)> = order
+        .chunk_by(|&a, &b| target(a) % workers == target(b) % workers)
+        .map(|indices| {
+            let to = target(indices[0]) % workers;
+            (to, Share { parts: &all, indices })
+        })
+        .collect();
+    // Others' shares first, so they start while we run ours.
+    let mut sent = 0;
+    for (to, share) in shares.iter().filter(|(to, _)| !inline(*to)) {
+        sent += 1;
+        shared.latch.add(1);
+        // SAFETY: the share and its parts live on this frame until the
+        // latch is set, which its job's release contributes to; it runs
+        // once.
+        let job = unsafe {
+            JobRef::new(
+                NonNull::from(share).cast(),
+                Share::<R, T, L>::execute,
+                worker.region(),
+            )
+        };
+        match placement {
+            Placement::Preferred => {
+                registry.route(job, Dispatch::Spawn, Some(*to), Some(worker), || 0)
             }
+            Placement::Strict => registry.route_strict(job, *to),
         }
     }
-    for part in all.iter() {
-        if inline(target(part.index) % workers) {
-            part.run(worker);
+    for (_, share) in shares.iter().filter(|(to, _)| inline(*to)) {
+        for &index in share.indices {
+            all[index].run(worker);
         }
     }
     if sent > 0 {
