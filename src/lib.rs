@@ -116,6 +116,9 @@ pub use loops::{
 pub use observe::{Rule, SleepEvent, Stats, TaskEvent, Trace, WorkerStats};
 pub use pipeline::{Pipeline, StageMode};
 pub use platform::{CoreInfo, Pinning, Proximity, Topology, TopologySource};
-pub use pool::{Builder, Pool, current_num_threads, current_worker, enqueue, spawn, spawn_fifo};
-pub use queues::Dispatch;
+pub use pool::{
+    Builder, Pool, current_num_threads, current_worker, enqueue, enqueue_with_priority, spawn,
+    spawn_fifo,
+};
+pub use queues::{Dispatch, Priority};
 pub use task::{Context, Continuation, Task, TaskRef};

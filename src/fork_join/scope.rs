@@ -304,8 +304,8 @@ impl<'scope> Scope<'scope> {
         match here {
             Some(worker) => worker.push(job_ref),
             None => {
-                let wait_key = self.group.used_shared_queue().note();
-                self.registry.inject_keyed(job_ref, None, wait_key)
+                let place = self.group.used_shared_queue().note();
+                self.registry.inject_at(job_ref, None, place)
             }
         }
     }
@@ -403,8 +403,8 @@ impl<'scope> ScopeFifo<'scope> {
             }
             // From outside the pool the shared queue is FIFO already.
             None => {
-                let wait_key = self.base.group.used_shared_queue().note();
-                self.base.registry.inject_keyed(job_ref, None, wait_key)
+                let place = self.base.group.used_shared_queue().note();
+                self.base.registry.inject_at(job_ref, None, place)
             }
         }
     }

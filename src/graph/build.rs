@@ -10,7 +10,7 @@ use super::node::{
 };
 use super::order;
 use super::spare;
-use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY};
+use crate::queues::dispatch::{Dispatch, Priority, STRICT_AFFINITY};
 use std::collections::HashMap;
 use std::fmt;
 use std::ptr::NonNull;
@@ -254,6 +254,7 @@ impl<'a> Graph<'a> {
             children: AtomicU32::new(0),
             affinity: NO_AFFINITY,
             dispatch: Dispatch::Spawn,
+            priority: Priority::Normal,
             last_worker: AtomicU16::new(NO_WORKER),
             successors: SuccessorList::default(),
             shared: NonNull::from(&*self.shared),
@@ -312,6 +313,24 @@ impl<'a> Graph<'a> {
         };
         self.affinity_dirty = true;
         self.shape_dirty = true;
+        Ok(())
+    }
+
+    /// The [`Priority`] of a node dispatched to the shared queue
+    /// ([`Dispatch::Enqueue`]): rule 5 takes high-priority tasks first.
+    ///
+    /// ```
+    /// use sixfold::{Dispatch, Priority};
+    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+    /// let mut g = sixfold::Graph::new();
+    /// let urgent = g.add(|| ());
+    /// g.set_dispatch(urgent, Dispatch::Enqueue).unwrap();
+    /// g.set_priority(urgent, Priority::High).unwrap();
+    /// pool.run_graph(&mut g).unwrap();
+    /// ```
+    pub fn set_priority(&mut self, node: NodeId, priority: Priority) -> Result<(), GraphError> {
+        let i = self.check(node)?;
+        self.nodes[i].priority = priority;
         Ok(())
     }
 

@@ -17,7 +17,7 @@
 //! overlap).
 
 use crate::platform::latch::{CountLatch, LockLatch};
-use crate::queues::dispatch::Dispatch;
+use crate::queues::dispatch::{Dispatch, Priority};
 use crate::queues::region::Region;
 use crate::queues::shared_queue::SharedQueueFlag;
 use crate::worker::thread::WorkerThread;
@@ -131,6 +131,8 @@ pub(crate) struct Node<'a> {
     /// `NO_AFFINITY` or a worker index.
     pub(super) affinity: u32,
     pub(super) dispatch: Dispatch,
+    /// The shared-queue lane of an enqueue-dispatch node.
+    pub(super) priority: Priority,
     /// The worker that ran the node last (`NO_WORKER`: none yet), for
     /// affinity replay.
     pub(super) last_worker: AtomicU16,

@@ -28,7 +28,7 @@ use crate::observe::stats::Rule;
 use crate::platform::latch::CountLatch;
 use crate::platform::prefetch::prefetch_for_write;
 use crate::platform::unwind;
-use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY};
+use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY, SharedPlace};
 use crate::queues::region::Region;
 use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
@@ -157,8 +157,9 @@ fn route_node(
     {
         return;
     }
-    registry.route(job, node.dispatch, affinity, here, || {
-        shared.used_shared_queue.note()
+    registry.route(job, node.dispatch, affinity, here, || SharedPlace {
+        priority: node.priority,
+        ..shared.used_shared_queue.note()
     });
 }
 

@@ -15,7 +15,7 @@
 use super::range::LoopRange;
 use crate::platform::latch::CountLatch;
 use crate::platform::unwind;
-use crate::queues::dispatch::Dispatch;
+use crate::queues::dispatch::{Dispatch, SharedPlace};
 use crate::worker::thread::{JobRef, Next, WorkerThread};
 use parking_lot::Mutex;
 use std::any::Any;
@@ -64,7 +64,6 @@ where
             }
         }
     }
-
 }
 
 /// The parts sent to one worker, in order: one job (one mailbox entry, one
@@ -159,7 +158,13 @@ where
         .chunk_by(|&a, &b| target(a) % workers == target(b) % workers)
         .map(|indices| {
             let to = target(indices[0]) % workers;
-            (to, Share { parts: &all, indices })
+            (
+                to,
+                Share {
+                    parts: &all,
+                    indices,
+                },
+            )
         })
         .collect();
     // Others' shares first, so they start while we run ours.
@@ -179,7 +184,9 @@ where
         };
         match placement {
             Placement::Preferred => {
-                registry.route(job, Dispatch::Spawn, Some(*to), Some(worker), || 0)
+                registry.route(job, Dispatch::Spawn, Some(*to), Some(worker), || {
+                    SharedPlace::PLAIN
+                })
             }
             Placement::Strict => registry.route_strict(job, *to),
         }

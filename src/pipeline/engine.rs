@@ -68,7 +68,7 @@ use super::stage::{SourceStage, Stage, StageMode};
 use crate::observe::stats::Rule;
 use crate::platform::latch::CountLatch;
 use crate::platform::unwind;
-use crate::queues::dispatch::Dispatch;
+use crate::queues::dispatch::{Dispatch, Priority};
 use crate::queues::region::Region;
 use crate::queues::shared_queue::SharedQueueFlag;
 use crate::worker::thread::Registry;
@@ -289,6 +289,8 @@ pub(crate) struct Engine<'a> {
     /// on a line of its own.
     work_per_item: CachePadded<AtomicU32>,
     pub(crate) used_shared_queue: SharedQueueFlag,
+    /// The shared-queue lane of a run started from outside the pool.
+    pub(crate) priority: Priority,
 }
 
 // SAFETY: stage bodies are `Sync` (serial ones by their gates), items are
@@ -361,6 +363,7 @@ impl<'a> Engine<'a> {
             workers: AtomicU32::new(1),
             work_per_item: CachePadded::new(AtomicU32::new(UNMEASURED)),
             used_shared_queue: SharedQueueFlag::new(),
+            priority: Priority::Normal,
         }
     }
 

@@ -17,6 +17,7 @@ use crate::error::PipelineError;
 use crate::graph::CancelToken;
 use crate::platform::latch::CountLatch;
 use crate::platform::unwind;
+use crate::queues::dispatch::SharedPlace;
 use crate::queues::region;
 use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
@@ -216,6 +217,24 @@ impl<'a, T: Send + 'a> Pipeline<'a, T> {
         self
     }
 
+    /// The [`Priority`](crate::Priority) of a run started from outside the
+    /// pool, which enters by the shared queue (rule 5): a high-priority
+    /// pipeline starts before normal enqueued work. (A run started from a
+    /// worker starts on that worker's deque at once.)
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut next = 0;
+    /// let mut p = sixfold::Pipeline::new(|| { next += 1; (next <= 3).then_some(next) })
+    ///     .parallel(|x: i32| x)
+    ///     .priority(sixfold::Priority::High);
+    /// pool.run_pipeline(&mut p, 2).unwrap();
+    /// ```
+    pub fn priority(mut self, priority: crate::Priority) -> Self {
+        self.engine.priority = priority;
+        self
+    }
+
     /// A token that cancels this pipeline's runs (see [`CancelToken`]).
     pub fn cancel_token(&self) -> CancelToken {
         CancelToken::new(self.engine.cancel.clone())
@@ -333,8 +352,9 @@ pub(crate) fn run_pipeline<T>(
             latch.add(tokens - 1);
             let job = engine.prepare(tokens, num_workers, &latch, region::outside_current());
             // From outside the pool: through the shared queue (rule 5).
-            engine.used_shared_queue.note();
-            registry.inject(job, None);
+            let place = engine.used_shared_queue.note();
+            let priority = engine.priority;
+            registry.inject_at(job, None, SharedPlace { priority, ..place });
             latch.wait_blocking();
         }
     }

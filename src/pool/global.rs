@@ -137,6 +137,26 @@ where
     );
 }
 
+/// [`enqueue`] with a [`Priority`](crate::Priority) (see
+/// [`Pool::enqueue_with_priority`]).
+///
+/// ```
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// sixfold::enqueue_with_priority(sixfold::Priority::Low, move || tx.send("ran").unwrap());
+/// assert_eq!(rx.recv().unwrap(), "ran");
+/// ```
+pub fn enqueue_with_priority<F>(priority: crate::Priority, f: F)
+where
+    F: FnOnce() + Send + 'static,
+{
+    crate::task::submit::submit_static(
+        current_registry(),
+        TaskRef::from_fn(move |_| f()).with_priority(priority),
+        Some(Dispatch::Enqueue),
+        None,
+    );
+}
+
 /// The number of threads of the calling worker's pool (at least 1: a pool
 /// without threads runs on its callers), or of the global pool outside
 /// every pool (which builds it if needed). The usual grain for splitting

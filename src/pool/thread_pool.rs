@@ -372,7 +372,32 @@ impl Pool {
         self.enqueue_task(TaskRef::from_fn(move |_| f()));
     }
 
-    /// [`Pool::enqueue`] for a task node.
+    /// [`Pool::enqueue`] with a [`Priority`](crate::Priority): rule 5 takes
+    /// high-priority tasks before normal ones, and low-priority ones only
+    /// when neither is waiting (no preemption, and no promise that a low
+    /// task runs while higher ones keep coming).
+    ///
+    /// ```
+    /// use sixfold::Priority;
+    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.install(|| {
+    ///     let (a, b) = (tx.clone(), tx.clone());
+    ///     pool.enqueue(move || a.send("normal").unwrap());
+    ///     pool.enqueue_with_priority(Priority::High, move || b.send("high").unwrap());
+    /// });
+    /// pool.wait_idle();
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), ["high", "normal"]);
+    /// ```
+    pub fn enqueue_with_priority<F>(&self, priority: crate::Priority, f: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.enqueue_task(TaskRef::from_fn(move |_| f()).with_priority(priority));
+    }
+
+    /// [`Pool::enqueue`] for a task node (with the priority it was given,
+    /// [`TaskRef::with_priority`]).
     pub fn enqueue_task(&self, task: TaskRef) {
         self.submit_static(task, Some(Dispatch::Enqueue), None);
     }

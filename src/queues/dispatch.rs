@@ -20,3 +20,62 @@ pub enum Dispatch {
 /// else, reached through its mailbox only (no proxy), so no other worker
 /// ever takes it. Worker indices stay far below it.
 pub(crate) const STRICT_AFFINITY: u32 = 1 << 31;
+
+/// How urgent an enqueued task is (classic TBB's enqueue priorities): rule
+/// 5 takes a high-priority task before any normal one, and a low-priority
+/// one only when no high or normal task is waiting. Within a priority the
+/// order stays approximately FIFO.
+///
+/// What it does not promise: no preemption (a running task finishes; a
+/// high-priority task waits for a free worker like any other), it orders
+/// only the shared queue (rule 5 comes after a worker's own deque and
+/// mailbox), and a low-priority task may wait as long as higher ones keep
+/// coming (no starvation-freedom for low).
+///
+/// ```
+/// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// pool.install(|| {
+///     for (name, priority) in [("low", sixfold::Priority::Low), ("normal", sixfold::Priority::Normal), ("high", sixfold::Priority::High)] {
+///         let tx = tx.clone();
+///         pool.enqueue_with_priority(priority, move || tx.send(name).unwrap());
+///     }
+/// });
+/// pool.wait_idle();
+/// drop(tx);
+/// assert_eq!(rx.iter().collect::<Vec<_>>(), ["high", "normal", "low"]);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Priority {
+    /// Before every normal and low task.
+    High,
+    /// The default.
+    #[default]
+    Normal,
+    /// Only when no high or normal task waits.
+    Low,
+}
+
+/// Where a task bound for the shared queue goes: a nested wait's kept-apart
+/// lane (`wait_key` not zero), else the lane of its priority.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SharedPlace {
+    pub(crate) wait_key: u64,
+    pub(crate) priority: Priority,
+}
+
+impl SharedPlace {
+    /// A normal task of no nested wait.
+    pub(crate) const PLAIN: SharedPlace = SharedPlace {
+        wait_key: 0,
+        priority: Priority::Normal,
+    };
+
+    /// The kept-apart lane of `wait_key` (0: the normal lanes).
+    pub(crate) fn kept_apart(wait_key: u64) -> SharedPlace {
+        SharedPlace {
+            wait_key,
+            priority: Priority::Normal,
+        }
+    }
+}

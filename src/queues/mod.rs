@@ -15,4 +15,4 @@ pub(crate) mod region_queue;
 pub(crate) mod ring_queue;
 pub(crate) mod shared_queue;
 
-pub use dispatch::Dispatch;
+pub use dispatch::{Dispatch, Priority};

@@ -36,6 +36,7 @@
 //! sleep protocol's final check looks at every lane.
 
 use crate::platform::sync::{AtomicBool, AtomicU64};
+use crate::queues::dispatch::{Priority, SharedPlace};
 use crate::queues::job::{JobRef, Runner};
 use crate::queues::region::Region;
 use crate::queues::region_queue::RegionQueue;
@@ -51,6 +52,14 @@ const ENTRY_RING: usize = 64;
 
 pub(crate) struct SharedQueue<W> {
     lanes: Box<[CachePadded<RingQueue<JobRef<W>>>]>,
+    /// Enqueued tasks of high and of low priority: one lane each (they are
+    /// rare), taken before and after the normal lanes.
+    high: CachePadded<RingQueue<JobRef<W>>>,
+    low: CachePadded<RingQueue<JobRef<W>>>,
+    /// Tasks waiting in `high` and `low`: one load tells a worker that
+    /// there are none (the common case). Raised before a push, lowered
+    /// after a pop.
+    prioritized: AtomicUsize,
     /// Jobs a thread outside the pool blocks on (region `NONE`).
     entries: CachePadded<RingQueue<JobRef<W>>>,
     /// Jobs of isolated regions, searchable by region.
@@ -75,6 +84,9 @@ impl<W: Runner> SharedQueue<W> {
             lanes: (0..num_lanes.max(1))
                 .map(|_| CachePadded::new(RingQueue::new(LANE_RING)))
                 .collect(),
+            high: CachePadded::new(RingQueue::new(ENTRY_RING)),
+            low: CachePadded::new(RingQueue::new(ENTRY_RING)),
+            prioritized: AtomicUsize::new(0),
             entries: CachePadded::new(RingQueue::new(ENTRY_RING)),
             isolated: RegionQueue::default(),
             kept_apart: RegionQueue::default(),
@@ -107,14 +119,18 @@ impl<W: Runner> SharedQueue<W> {
     /// region: the isolated lane; of a nested wait's work, `wait_key` not
     /// zero: the kept-apart lane). Returns whether that lane was empty
     /// before (a hint for how many sleepers to wake).
-    pub(crate) fn push(&self, job: JobRef<W>, worker: Option<usize>, wait_key: u64) -> bool {
+    pub(crate) fn push(&self, job: JobRef<W>, worker: Option<usize>, place: SharedPlace) -> bool {
         if job.region().is_isolated() {
             return self.push_isolated(job);
         }
-        if wait_key != 0 {
-            return self.push_kept_apart(wait_key, job);
+        if place.wait_key != 0 {
+            return self.push_kept_apart(place.wait_key, job);
         }
-        let lane = &self.lanes[self.home_lane(worker)];
+        let lane = match place.priority {
+            Priority::Normal => &self.lanes[self.home_lane(worker)],
+            Priority::High => return self.push_prioritized(&self.high, job),
+            Priority::Low => return self.push_prioritized(&self.low, job),
+        };
         let was_empty = lane.is_empty();
         lane.push(job);
         was_empty
@@ -137,6 +153,26 @@ impl<W: Runner> SharedQueue<W> {
         self.special.fetch_add(1, Ordering::SeqCst);
         self.isolated.push(job);
         was_empty
+    }
+
+    #[cold]
+    fn push_prioritized(&self, lane: &RingQueue<JobRef<W>>, job: JobRef<W>) -> bool {
+        let was_empty = lane.is_empty();
+        // SeqCst: read by the sleep protocol's final check after fence F2.
+        self.prioritized.fetch_add(1, Ordering::SeqCst);
+        lane.push(job);
+        was_empty
+    }
+
+    /// The front of a priority lane, if any task waits in one.
+    #[inline]
+    fn pop_prioritized(&self, lane: &RingQueue<JobRef<W>>) -> Option<JobRef<W>> {
+        if self.prioritized.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let job = lane.pop()?;
+        self.prioritized.fetch_sub(1, Ordering::SeqCst);
+        Some(job)
     }
 
     #[cold]
@@ -187,9 +223,14 @@ impl<W: Runner> SharedQueue<W> {
         if let Some(job) = self.kept_apart.pop_any() {
             return Some(job);
         }
+        if let Some(job) = self.pop_prioritized(&self.high) {
+            return Some(job);
+        }
         let n = self.lanes.len();
         let home = worker % n;
-        (0..n).find_map(|k| self.lanes[(home + k) % n].pop())
+        (0..n)
+            .find_map(|k| self.lanes[(home + k) % n].pop())
+            .or_else(|| self.pop_prioritized(&self.low))
     }
 
     /// For the nested wait `wait_key`: the oldest of its own enqueued
@@ -231,7 +272,9 @@ impl<W: Runner> SharedQueue<W> {
     }
 
     fn lanes_empty(&self) -> bool {
-        self.kept_apart.is_empty() && self.lanes.iter().all(|lane| lane.is_empty())
+        self.kept_apart.is_empty()
+            && self.prioritized.load(Ordering::SeqCst) == 0
+            && self.lanes.iter().all(|lane| lane.is_empty())
     }
 
     /// Is an enqueued task (not an entry) waiting?
@@ -242,7 +285,9 @@ impl<W: Runner> SharedQueue<W> {
     /// Is an enqueued task waiting that the nested wait `wait_key` may not
     /// take (in the lanes, or kept apart for another wait)?
     pub(crate) fn has_lane_work_outside(&self, wait_key: u64) -> bool {
-        self.kept_apart.has_other_key_than(wait_key) || self.lanes.iter().any(|l| !l.is_empty())
+        self.kept_apart.has_other_key_than(wait_key)
+            || self.prioritized.load(Ordering::SeqCst) != 0
+            || self.lanes.iter().any(|l| !l.is_empty())
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -288,14 +333,14 @@ impl SharedQueueFlag {
     }
 
     /// Some of the work is about to go to the shared queue. Call before the
-    /// push, so a waiter that sees the task sees the flag too. Returns the
-    /// key to push it under.
+    /// push, so a waiter that sees the task sees the flag too. Returns where
+    /// to push it: its kept-apart lane, or the normal lanes.
     #[inline]
-    pub(crate) fn note(&self) -> u64 {
+    pub(crate) fn note(&self) -> SharedPlace {
         if !self.used.load(Ordering::Relaxed) {
             self.used.store(true, Ordering::SeqCst);
         }
-        self.wait_key()
+        SharedPlace::kept_apart(self.wait_key())
     }
 
     /// For work that starts over (a graph's next run): unused, and not

@@ -36,7 +36,7 @@ use crate::platform::node_alloc;
 use crate::platform::prefetch::prefetch_for_write;
 use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use crate::platform::unwind;
-use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY};
+use crate::queues::dispatch::{Dispatch, Priority, STRICT_AFFINITY, SharedPlace};
 use crate::queues::region::Region;
 use crate::task::successors::{Many, Split, Successors};
 use crate::worker::group::Group;
@@ -131,6 +131,8 @@ const NO_AFFINITY: u32 = u32::MAX;
 /// The fields only the node's current owner touches.
 struct Meta {
     dispatch: Dispatch,
+    /// The lane of the shared queue an enqueue-dispatch node goes to.
+    priority: Priority,
     /// `NO_AFFINITY` or a worker index.
     affinity: u32,
     /// The isolation region the node runs in (set at submission).
@@ -276,6 +278,7 @@ impl<T: Task> Node<T> {
                     group: AtomicPtr::new(start.group),
                     meta: UnsafeCell::new(Meta {
                         dispatch: Dispatch::Spawn,
+                        priority: Priority::Normal,
                         affinity: NO_AFFINITY,
                         region: start.region,
                         holds_unit: start.holds_unit,
@@ -393,6 +396,23 @@ impl TaskRef {
         F: FnOnce(&mut Context<'_>) + Send + 'static,
     {
         TaskRef::new(FnTask::new(f))
+    }
+
+    /// The priority this task has when it goes to the shared queue (as an
+    /// enqueued task, [`Context::enqueue`]; see [`Priority`]).
+    ///
+    /// ```
+    /// use sixfold::{Priority, TaskRef};
+    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let urgent = TaskRef::from_fn(move |_| tx.send("urgent").unwrap()).with_priority(Priority::High);
+    /// pool.enqueue_task(urgent);
+    /// assert_eq!(rx.recv().unwrap(), "urgent");
+    /// ```
+    pub fn with_priority(self, priority: Priority) -> TaskRef {
+        // SAFETY: an unsubmitted handle owns its node's meta.
+        unsafe { &mut *header(self.node).meta.get() }.priority = priority;
+        self
     }
 
     /// Make `successor` wait for `self`: it runs only after `self` completed
@@ -582,6 +602,8 @@ impl ReadyNode {
     /// worker if it belongs to `registry`'s pool.
     pub(crate) fn route(self, registry: &Arc<Registry>, here: Option<&WorkerThread>) {
         let (dispatch, affinity, strict) = self.placement();
+        // SAFETY: a ready node is owned by the holder of the ReadyNode.
+        let priority = unsafe { &*header(self.node).meta.get() }.priority;
         let group = self.group();
         let job = self.into_job();
         if let (true, Some(worker)) = (strict, affinity)
@@ -592,10 +614,11 @@ impl ReadyNode {
         registry.route(job, dispatch, affinity, here, || {
             // SAFETY: a ready node's group lives until the node ran (the
             // node or a descendant of it holds a unit).
-            match unsafe { group.as_ref() } {
+            let place = match unsafe { group.as_ref() } {
                 Some(group) => group.used_shared_queue().note(),
-                None => 0,
-            }
+                None => SharedPlace::PLAIN,
+            };
+            SharedPlace { priority, ..place }
         });
     }
 

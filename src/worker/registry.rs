@@ -31,7 +31,7 @@ use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicU64, Ordering, fence, h
 use crate::platform::topology::{CoreInfo, Pinning, Topology, VictimTiers};
 use crate::platform::unwind;
 use crate::queues::deque::{Stealer, Worker};
-use crate::queues::dispatch::Dispatch;
+use crate::queues::dispatch::{Dispatch, SharedPlace};
 use crate::queues::fifo::WorkerFifo;
 use crate::queues::job::{JobRef, Runner};
 use crate::queues::mailbox::Mailbox;
@@ -291,7 +291,7 @@ impl<W: Runner> Registry<W> {
         dispatch: Dispatch,
         affinity: Option<usize>,
         here: Option<&W>,
-        before_shared: impl FnOnce() -> u64,
+        before_shared: impl FnOnce() -> SharedPlace,
     ) {
         let here_index = here.map(W::index);
         match affinity {
@@ -316,16 +316,16 @@ impl<W: Runner> Registry<W> {
                         let proxy = Proxy::new_pair(job, target, mailbox.progress());
                         mailbox.push(proxy);
                         self.sleep.new_mailbox_job(target);
-                        let wait_key = before_shared();
-                        self.inject_keyed(proxy, None, wait_key);
+                        let place = before_shared();
+                        self.inject_at(proxy, None, place);
                     }
                 }
             }
             _ => match (dispatch, here) {
                 (Dispatch::Spawn, Some(worker)) => worker.push(job),
                 _ => {
-                    let wait_key = before_shared();
-                    self.inject_keyed(job, here_index, wait_key)
+                    let place = before_shared();
+                    self.inject_at(job, here_index, place)
                 }
             },
         }
@@ -360,18 +360,18 @@ impl<W: Runner> Registry<W> {
     /// Push to the shared queue and make sure someone will see it: fence F1
     /// and the wake logic, and, from outside a zero-thread pool, a drainer.
     pub(crate) fn inject(self: &Arc<Self>, job: JobRef<W>, here: Option<usize>) {
-        self.inject_keyed(job, here, 0);
+        self.inject_at(job, here, SharedPlace::PLAIN);
     }
 
-    /// `inject`, for a task of work that the nested wait `wait_key` waits
-    /// for (0: none): it goes to the shared queue's kept-apart lane.
-    pub(crate) fn inject_keyed(
+    /// `inject` into the lane `place` names: a nested wait's kept-apart
+    /// lane, or the lane of a priority.
+    pub(crate) fn inject_at(
         self: &Arc<Self>,
         job: JobRef<W>,
         here: Option<usize>,
-        wait_key: u64,
+        place: SharedPlace,
     ) {
-        let was_empty = self.shared.push(job, here, wait_key);
+        let was_empty = self.shared.push(job, here, place);
         // Fence F1 and the injected-work wake even from a worker: a worker
         // in a nested wait may not take rule 5 itself (`WaitAccess`), so a
         // sleeper must not miss the push.
