@@ -130,8 +130,14 @@ fn joins_and_sleeps_are_traced_and_off_means_empty() {
     }
     let before = pool.stats();
     assert_eq!(pool.install(|| fib(12)), 144);
-    // Let the workers fall asleep, then wake them.
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    // Let the workers fall asleep (on a loaded machine their search rounds
+    // may take a while: wait for it rather than for a fixed time), then
+    // wake them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while pool.sleeping_workers() == 0 {
+        assert!(std::time::Instant::now() < deadline, "no worker fell asleep");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     pool.install(|| ());
     let stats = pool.stats().since(&before);
     let trace = pool.take_trace();
