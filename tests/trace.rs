@@ -135,7 +135,10 @@ fn joins_and_sleeps_are_traced_and_off_means_empty() {
     // wake them.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while pool.sleeping_workers() < 2 {
-        assert!(std::time::Instant::now() < deadline, "the workers did not fall asleep");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the workers did not fall asleep"
+        );
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     pool.install(|| ());
