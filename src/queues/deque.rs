@@ -1,36 +1,48 @@
 //! The per-worker deque, behind a facade so the loom models can see it.
 //!
-//! Normally this is crossbeam-deque's Chase-Lev deque: the owner pushes and
-//! pops at the tail (LIFO), thieves steal from the head. crossbeam has no
-//! loom mode, so under `cfg(loom)` the same API is a `Mutex<VecDeque>`
+//! Normally this is our Chase-Lev deque (`chase_lev.rs`): the owner pushes
+//! and pops at the tail (LIFO), thieves steal from the head, and nothing
+//! allocates but a push that grows the buffer. Its atomics are std's, not
+//! loom's, so under `cfg(loom)` the same API is a `Mutex<VecDeque>`
 //! stand-in built on loom's mutex (tokio does the same with its own run
 //! queue): the scheduler's protocols (sleep, wake-ups, latches) are then
 //! model-checked against a queue loom can interleave, and the real deque is
-//! covered by ThreadSanitizer instead.
-//!
-//! Miri uses the stand-in too. crossbeam's steal reads a slot that the
-//! owner may be overwriting at that moment (after the ring wrapped) and
-//! throws the value away when its CAS fails: a race crossbeam documents as
-//! a deliberate volatile-access hack (`Buffer::read`/`write`), which Miri
-//! reports as undefined behaviour. It is crossbeam's, not ours, and rayon
-//! lives with the same; the stand-in lets Miri check sixfold's own unsafe
-//! code without it.
+//! covered by ThreadSanitizer and Miri instead.
 //!
 //! Invariant kept by both: only the owner calls `push` and `pop`; `steal`
 //! may report `Retry`, which callers treat as "try again", never "empty".
 
-#[cfg(not(any(loom, miri)))]
-pub(crate) use crossbeam_deque::{Steal, Stealer, Worker};
-
-#[cfg(any(loom, miri))]
-pub(crate) use crossbeam_deque::Steal;
-#[cfg(any(loom, miri))]
+#[cfg(not(loom))]
+pub(crate) use super::chase_lev::{Stealer, Worker};
+#[cfg(loom)]
 pub(crate) use stand_in::{Stealer, Worker};
 
-#[cfg(any(loom, miri))]
+/// A value the deque can hold: two pointers' worth of words, so that a
+/// slot can be two atomics (`chase_lev.rs` says why). Unused by the
+/// stand-in, which holds the values themselves.
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) trait Words: Copy {
+    /// The value as two words.
+    fn into_words(self) -> [*mut (); 2];
+    /// # Safety
+    /// `words` came from `into_words` of a value of this type.
+    unsafe fn from_words(words: [*mut (); 2]) -> Self;
+}
+
+/// The result of a steal (crossbeam's shape).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Steal<T> {
+    Empty,
+    Success(T),
+    /// Lost a race: try again. (The stand-in's lock never loses one.)
+    #[cfg_attr(loom, allow(dead_code))]
+    Retry,
+}
+
+#[cfg(loom)]
 mod stand_in {
+    use super::Steal;
     use crate::platform::sync::{Arc, Mutex};
-    use crossbeam_deque::Steal;
     use std::collections::VecDeque;
 
     /// The owner's end: push at the back, pop at the back (LIFO) or the

@@ -22,6 +22,7 @@ use crate::observe::stats::Rule;
 use crate::platform::latch::CountLatch;
 use crate::platform::node_alloc;
 use crate::platform::unwind;
+use crate::queues::deque::Words;
 use crate::queues::region::Region;
 use std::alloc::Layout;
 use std::any::Any;
@@ -76,6 +77,28 @@ impl<W> std::fmt::Debug for JobRef<W> {
         f.debug_struct("JobRef")
             .field("pointer", &self.pointer)
             .finish()
+    }
+}
+
+// A slot of the deque is two atomic words (`chase_lev.rs`).
+impl<W> Words for JobRef<W> {
+    #[inline(always)]
+    fn into_words(self) -> [*mut (); 2] {
+        [self.pointer.as_ptr(), self.execute_fn as *mut ()]
+    }
+
+    #[inline(always)]
+    unsafe fn from_words(words: [*mut (); 2]) -> Self {
+        // SAFETY: the caller passes the words of a JobRef: a non-null
+        // pointer, and an `ExecuteFn<W>` cast to a data pointer, which is
+        // as wide on every target std supports (a function pointer cast
+        // to a data pointer and back is the same function).
+        unsafe {
+            JobRef {
+                pointer: NonNull::new_unchecked(words[0]),
+                execute_fn: std::mem::transmute::<*mut (), ExecuteFn<W>>(words[1]),
+            }
+        }
     }
 }
 

@@ -4,6 +4,8 @@
 //! `spawn_fifo`. Nothing here knows the worker that runs a job: a job's
 //! entry point gets the worker as an opaque parameter from above.
 
+#[cfg(not(loom))]
+mod chase_lev;
 pub(crate) mod deque;
 pub(crate) mod dispatch;
 pub(crate) mod fifo;

@@ -30,6 +30,7 @@ use crate::queues::deque::Worker;
 use crate::queues::job::StackJob;
 use crate::queues::region;
 use crate::worker::registry::{self as shared, RegistryConfig};
+use crate::worker::sleep;
 use crate::worker::thread::{
     GUEST_STACK_BUDGET, JobRef, Registry, WorkerGuard, WorkerThread, default_thread_stack_size,
 };
@@ -234,6 +235,7 @@ fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
     let stack_budget = registry
         .stack_size
         .unwrap_or_else(default_thread_stack_size);
+    sleep::prepare_thread();
     let worker = WorkerThread::enter(deque, index, registry.clone(), stack_budget);
     if let Some(handler) = &registry.start_handler
         && let Err(payload) = unwind::halt_unwinding(|| handler(index))

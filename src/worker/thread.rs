@@ -264,12 +264,6 @@ impl WorkerThread {
         registry: Arc<Registry>,
         stack_budget: usize,
     ) -> WorkerGuard {
-        // A thread's first steal registers it with crossbeam's epoch
-        // collector, which allocates: register now, on our own empty deque,
-        // so that no steal inside a user's parallel section allocates (a
-        // worker that first stole mid-`join` broke `join_allocates_nothing`
-        // about once in 150 runs on a loaded machine).
-        let _ = deque.stealer().steal();
         let previous = WORKER_THREAD.with(Cell::get);
         // A guest starts in the region of the thread that enters.
         let start_region = current_region();
@@ -430,13 +424,6 @@ impl WorkerThread {
 
     /// A pool thread's main loop: work until `terminate` is set.
     pub(crate) fn serve_until(&self, terminate: &CoreLatch) {
-        // A thread's first steal registers it with crossbeam's epoch
-        // collector, an allocation: done here, on our own (empty) deque,
-        // so that a warm pool schedules without allocating even when this
-        // worker first steals late (`tests/graph_alloc.rs` saw it).
-        if let Steal::Success(job) = self.registry.stealer(self.index).steal() {
-            self.deque.push(job);
-        }
         self.serving.set(true);
         self.wait_until(terminate, None);
         self.serving.set(false);

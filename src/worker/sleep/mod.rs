@@ -121,6 +121,22 @@ fn pause_between_rounds() {
 #[cfg(not(loom))]
 const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// Have parking_lot set up the calling thread's parking data now, at the
+/// start of a pool thread. It does that on a thread's first park (a
+/// condvar wait, a contended lock), and may allocate then: its table of
+/// waiters grows with the number of threads in the process. A worker
+/// whose first sleep fell inside a `join` made `join_allocates_nothing`
+/// fail (caught under ThreadSanitizer, in `ThreadData::new`). A wait that
+/// has timed out before it starts parks only for that bookkeeping.
+pub(crate) fn prepare_thread() {
+    #[cfg(not(loom))]
+    {
+        let lock = parking_lot::Mutex::new(());
+        let condvar = parking_lot::Condvar::new();
+        let _ = condvar.wait_for(&mut lock.lock(), std::time::Duration::ZERO);
+    }
+}
+
 /// One worker's sleep lock and condvar, each on its own cache line.
 struct WorkerSleepState {
     /// True while the worker is blocked on `condvar`. Written under the lock

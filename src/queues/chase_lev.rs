@@ -1,0 +1,406 @@
+//! The per-worker deque itself: a Chase-Lev deque (crossbeam-deque's
+//! algorithm) that keeps every buffer it outgrew until it is dropped.
+//!
+//! Why not crossbeam-deque: its thieves pin crossbeam's epoch collector on
+//! every `steal`, and a thread's every 128th pin runs `Global::collect`,
+//! which can allocate: a queue node when the garbage it unlinks (the
+//! records of exited threads, queue nodes) overflows the thread's bag,
+//! and under ThreadSanitizer a `Vec` in every `try_advance`. So any steal,
+//! by an idle worker or inside a `join`, could allocate, and
+//! `tests/join.rs`'s `join_allocates_nothing` failed now and then (caught
+//! under TSan: `Stealer::steal` -> `epoch::pin` -> `Global::collect` ->
+//! `try_advance` -> `Vec::push`). The epoch protects one thing there: a
+//! buffer the owner replaced while a thief may still read it. Here a
+//! replaced buffer is never freed before the deque, so nothing needs
+//! protecting and no operation pins, defers or collects; only a push that
+//! grows the buffer allocates. The price is memory: the buffers outgrown,
+//! which add up to less than the current one (each is twice the last), and
+//! the buffer does not shrink.
+//!
+//! A slot is two atomic words, not a `T` behind an `UnsafeCell`: a thief
+//! may read a slot that the owner is rewriting (after the ring wrapped),
+//! then lose its claim and drop what it read. With atomic words that read
+//! is a race the memory model allows, so neither ThreadSanitizer nor Miri
+//! has anything to report, where crossbeam needs a volatile read.
+//!
+//! Invariants: only the owner (the one `Worker`) pushes, pops and grows
+//! the buffer; `front` never decreases, so a thief's claim (a CAS of
+//! `front` from the index it read) fails if anyone took that index first;
+//! every buffer ever installed lives until the last handle is dropped.
+
+use super::deque::{Steal, Words};
+use crossbeam_utils::CachePadded;
+use std::marker::PhantomData;
+use std::ptr;
+use std::sync::Arc;
+use std::sync::atomic::{self, AtomicIsize, AtomicPtr, Ordering};
+
+/// The smallest buffer, as crossbeam's.
+const MIN_CAP: usize = 64;
+
+type Slot = [AtomicPtr<()>; 2];
+
+/// A ring of slots, and the buffer it replaced (freed with it).
+struct Buffer {
+    slots: Box<[Slot]>,
+    /// The buffer this one replaced, or null.
+    outgrown: *mut Buffer,
+}
+
+impl Buffer {
+    fn alloc(cap: usize, outgrown: *mut Buffer) -> *mut Buffer {
+        debug_assert!(cap.is_power_of_two());
+        let slots = (0..cap)
+            .map(|_| [AtomicPtr::default(), AtomicPtr::default()])
+            .collect();
+        Box::into_raw(Box::new(Buffer { slots, outgrown }))
+    }
+
+    #[inline]
+    fn slot(&self, index: isize) -> &Slot {
+        // The capacity is a power of two: the mask wraps the index.
+        &self.slots[index as usize & (self.slots.len() - 1)]
+    }
+
+    #[inline]
+    fn read(&self, index: isize) -> [*mut (); 2] {
+        let slot = self.slot(index);
+        [
+            slot[0].load(Ordering::Relaxed),
+            slot[1].load(Ordering::Relaxed),
+        ]
+    }
+
+    #[inline]
+    fn write(&self, index: isize, words: [*mut (); 2]) {
+        let slot = self.slot(index);
+        slot[0].store(words[0], Ordering::Relaxed);
+        slot[1].store(words[1], Ordering::Relaxed);
+    }
+}
+
+struct Inner<T> {
+    /// The index of the oldest item; only ever incremented, by a CAS.
+    front: AtomicIsize,
+    /// One past the newest item; written only by the owner.
+    back: AtomicIsize,
+    /// The current buffer; replaced only by the owner.
+    buffer: CachePadded<AtomicPtr<Buffer>>,
+    /// The slots hold `T`s.
+    _items: PhantomData<T>,
+}
+
+impl<T> Drop for Inner<T> {
+    fn drop(&mut self) {
+        let mut buffer = *self.buffer.get_mut();
+        while !buffer.is_null() {
+            // SAFETY: every buffer was made by `Box::into_raw` in
+            // `Buffer::alloc` and is reachable once, from the current one
+            // through `outgrown`; this is the last handle, so no one reads
+            // it any more. The items are `Copy`: nothing else to drop.
+            let boxed = unsafe { Box::from_raw(buffer) };
+            buffer = boxed.outgrown;
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Flavor {
+    Lifo,
+    Fifo,
+}
+
+/// The owner's end: push at the back, pop at the back (LIFO) or the front
+/// (FIFO). Send, not Sync: one thread at a time is the owner. (Both ends
+/// are as Send and Sync as their items: the rest is atomics.)
+pub(crate) struct Worker<T> {
+    inner: Arc<CachePadded<Inner<T>>>,
+    flavor: Flavor,
+    _not_sync: PhantomData<std::cell::Cell<()>>,
+}
+
+/// A thief's end: steal from the front.
+pub(crate) struct Stealer<T> {
+    inner: Arc<CachePadded<Inner<T>>>,
+}
+
+impl<T> Clone for Stealer<T> {
+    fn clone(&self) -> Self {
+        Stealer {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<T: Words> Worker<T> {
+    pub(crate) fn new_lifo() -> Self {
+        Self::new(Flavor::Lifo)
+    }
+
+    pub(crate) fn new_fifo() -> Self {
+        Self::new(Flavor::Fifo)
+    }
+
+    fn new(flavor: Flavor) -> Self {
+        Worker {
+            inner: Arc::new(CachePadded::new(Inner {
+                front: AtomicIsize::new(0),
+                back: AtomicIsize::new(0),
+                buffer: CachePadded::new(AtomicPtr::new(Buffer::alloc(MIN_CAP, ptr::null_mut()))),
+                _items: PhantomData,
+            })),
+            flavor,
+            _not_sync: PhantomData,
+        }
+    }
+
+    pub(crate) fn stealer(&self) -> Stealer<T> {
+        Stealer {
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// The current buffer, as the owner sees it.
+    #[inline]
+    fn buffer(&self) -> &Buffer {
+        // SAFETY: the owner is the only one to replace the buffer, so a
+        // relaxed load gives its own last store; buffers live as long as
+        // `inner` (they are freed only in its `Drop`).
+        unsafe { &*self.inner.buffer.load(Ordering::Relaxed) }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        let b = self.inner.back.load(Ordering::Relaxed);
+        let f = self.inner.front.load(Ordering::SeqCst);
+        b.wrapping_sub(f) <= 0
+    }
+
+    pub(crate) fn push(&self, item: T) {
+        let b = self.inner.back.load(Ordering::Relaxed);
+        // Acquire: a thief's read of a slot happens before we reuse it.
+        let f = self.inner.front.load(Ordering::Acquire);
+        let mut buffer = self.buffer();
+        if b.wrapping_sub(f) >= buffer.slots.len() as isize {
+            buffer = self.grow(f, b);
+        }
+        buffer.write(b, item.into_words());
+        // A fence, not just a Release store: a thief may read `back` as a
+        // later relaxed store of `pop_back` left it, and must still see
+        // this slot (a fence covers every later store of ours; a Release
+        // store only itself). Miri caught thieves reading stale slots
+        // without it.
+        atomic::fence(Ordering::Release);
+        self.inner.back.store(b.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Replace the full buffer by one twice its size holding items `f..b`;
+    /// the old one is kept (thieves may be reading it).
+    #[cold]
+    fn grow(&self, f: isize, b: isize) -> &Buffer {
+        let old = self.inner.buffer.load(Ordering::Relaxed);
+        // SAFETY: as in `buffer`.
+        let old_ref = unsafe { &*old };
+        let new = Buffer::alloc(old_ref.slots.len() * 2, old);
+        // SAFETY: just made, not yet shared.
+        let new_ref = unsafe { &*new };
+        let mut i = f;
+        while i != b {
+            new_ref.write(i, old_ref.read(i));
+            i = i.wrapping_add(1);
+        }
+        // Release: a thief that loads the new buffer sees the copies.
+        self.inner.buffer.store(new, Ordering::Release);
+        new_ref
+    }
+
+    pub(crate) fn pop(&self) -> Option<T> {
+        match self.flavor {
+            Flavor::Lifo => self.pop_back(),
+            // The front is contended with thieves: claim it as they do.
+            Flavor::Fifo => loop {
+                match steal_front(&self.inner) {
+                    Steal::Success(item) => return Some(item),
+                    Steal::Empty => return None,
+                    Steal::Retry => std::hint::spin_loop(),
+                }
+            },
+        }
+    }
+
+    fn pop_back(&self) -> Option<T> {
+        let b = self.inner.back.load(Ordering::Relaxed);
+        let f = self.inner.front.load(Ordering::Relaxed);
+        if b.wrapping_sub(f) <= 0 {
+            return None;
+        }
+        // Take the back slot first, then look at the front: the SeqCst
+        // fence pairs with a thief's between its front and back loads, so
+        // of the two racing for the last item at least one sees the other.
+        let b = b.wrapping_sub(1);
+        self.inner.back.store(b, Ordering::Relaxed);
+        atomic::fence(Ordering::SeqCst);
+        let f = self.inner.front.load(Ordering::Relaxed);
+        let len = b.wrapping_sub(f);
+        if len < 0 {
+            // A thief took the last one.
+            self.inner.back.store(b.wrapping_add(1), Ordering::Relaxed);
+            return None;
+        }
+        let words = self.buffer().read(b);
+        if len == 0 {
+            // The last item: thieves may want it too; claim it as they do.
+            let won = self
+                .inner
+                .front
+                .compare_exchange(f, f.wrapping_add(1), Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok();
+            self.inner.back.store(b.wrapping_add(1), Ordering::Relaxed);
+            if !won {
+                return None;
+            }
+        }
+        // SAFETY: slot `b` holds the words of an item we pushed, and it is
+        // ours: thieves take only indices below `back`, and the last one
+        // only by the CAS we won.
+        Some(unsafe { T::from_words(words) })
+    }
+}
+
+impl<T: Words> Stealer<T> {
+    pub(crate) fn steal(&self) -> Steal<T> {
+        steal_front(&self.inner)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        let f = self.inner.front.load(Ordering::Acquire);
+        atomic::fence(Ordering::SeqCst);
+        let b = self.inner.back.load(Ordering::Acquire);
+        b.wrapping_sub(f) <= 0
+    }
+}
+
+/// Claim the front item, for a thief (or a FIFO's owner).
+fn steal_front<T: Words>(inner: &Inner<T>) -> Steal<T> {
+    let f = inner.front.load(Ordering::Acquire);
+    // Pairs with the owner's fence in `pop_back` (see there).
+    atomic::fence(Ordering::SeqCst);
+    // Acquire (with the push's fence): the item at `f` was written before
+    // `back` passed it.
+    let b = inner.back.load(Ordering::Acquire);
+    if b.wrapping_sub(f) <= 0 {
+        return Steal::Empty;
+    }
+    // Acquire: a buffer installed before that push holds its items
+    // (`grow` copied them).
+    let buffer = inner.buffer.load(Ordering::Acquire);
+    // SAFETY: no buffer is freed before `inner`, which we hold. Whichever
+    // buffer we got holds item `f` in its slot unless the owner has since
+    // reused that slot, which it does only after `front` moved past `f`,
+    // and then the CAS below fails: a buffer is written only while it is
+    // the current one, and the one we load is at least as new as the
+    // one current when item `f` was pushed (that push's release fence,
+    // which our Acquire load of `back` synchronizes with, came after any
+    // earlier installation).
+    let words = unsafe { (*buffer).read(f) };
+    if inner
+        .front
+        .compare_exchange(f, f.wrapping_add(1), Ordering::SeqCst, Ordering::Relaxed)
+        .is_err()
+    {
+        // Someone took item `f`: what we read may be anything.
+        return Steal::Retry;
+    }
+    // SAFETY: the CAS made item `f` ours, and its slot still held it when
+    // we read it (see above).
+    Steal::Success(unsafe { T::from_words(words) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    struct Pair(usize, usize);
+
+    impl Words for Pair {
+        fn into_words(self) -> [*mut (); 2] {
+            [
+                ptr::without_provenance_mut(self.0),
+                ptr::without_provenance_mut(self.1),
+            ]
+        }
+        unsafe fn from_words(words: [*mut (); 2]) -> Self {
+            Pair(words[0].addr(), words[1].addr())
+        }
+    }
+
+    #[test]
+    fn lifo_pops_newest_and_thieves_take_oldest_across_growth() {
+        let w = Worker::new_lifo();
+        let s = w.stealer();
+        for i in 0..1000 {
+            w.push(Pair(i, !i));
+        }
+        assert_eq!(s.steal(), Steal::Success(Pair(0, !0)));
+        assert_eq!(w.pop(), Some(Pair(999, !999)));
+        for i in (1..999).rev() {
+            assert_eq!(w.pop(), Some(Pair(i, !i)));
+        }
+        assert_eq!(w.pop(), None);
+        assert!(w.is_empty() && s.is_empty());
+        assert_eq!(s.steal(), Steal::Empty);
+    }
+
+    #[test]
+    fn fifo_pops_oldest() {
+        let w = Worker::new_fifo();
+        for i in 0..100 {
+            w.push(Pair(i, i));
+        }
+        for i in 0..100 {
+            assert_eq!(w.pop(), Some(Pair(i, i)));
+        }
+        assert_eq!(w.pop(), None);
+    }
+
+    /// Every item is taken exactly once while thieves race the owner
+    /// (and the buffer grows under them).
+    #[test]
+    fn every_item_once_under_thieves() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize};
+        let items: usize = if cfg!(miri) { 300 } else { 100_000 };
+        let w = Worker::new_lifo();
+        let taken: Vec<AtomicUsize> = (0..items).map(|_| AtomicUsize::new(0)).collect();
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for _ in 0..2 {
+                let s = w.stealer();
+                let (taken, done) = (&taken, &done);
+                scope.spawn(move || {
+                    while !done.load(Ordering::Acquire) || !s.is_empty() {
+                        if let Steal::Success(Pair(i, j)) = s.steal() {
+                            assert_eq!(j, !i);
+                            taken[i].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+            for i in 0..items {
+                w.push(Pair(i, !i));
+                if i % 3 == 0
+                    && let Some(Pair(k, j)) = w.pop()
+                {
+                    assert_eq!(j, !k);
+                    taken[k].fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            while let Some(Pair(k, _)) = w.pop() {
+                taken[k].fetch_add(1, Ordering::Relaxed);
+            }
+            done.store(true, Ordering::Release);
+        });
+        for (i, t) in taken.iter().enumerate() {
+            assert_eq!(t.load(Ordering::Relaxed), 1, "item {i}");
+        }
+    }
+}
