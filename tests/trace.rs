@@ -130,18 +130,32 @@ fn joins_and_sleeps_are_traced_and_off_means_empty() {
     }
     let before = pool.stats();
     assert_eq!(pool.install(|| fib(12)), 144);
-    // Let the workers fall asleep (on a loaded machine their search rounds
-    // may take a while: wait for it rather than for a fixed time), then
-    // wake them.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while pool.sleeping_workers() < 2 {
+    // Let the workers fall asleep, then wake them: a sleep is recorded
+    // when it ends. Waiting for them to be asleep, not 50 ms: on a loaded
+    // machine they had not got there yet, and nothing slept. (A worker
+    // counted asleep may find the waking job in its last check and not
+    // block: then again.)
+    let start = std::time::Instant::now();
+    while pool
+        .stats()
+        .since(&before)
+        .workers
+        .iter()
+        .all(|w| w.sleeps == 0)
+    {
         assert!(
-            std::time::Instant::now() < deadline,
-            "the workers did not fall asleep"
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the workers never slept"
         );
-        std::thread::sleep(std::time::Duration::from_millis(1));
+        while pool.sleeping_workers() < 2 {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "the workers never fell asleep"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        pool.install(|| ());
     }
-    pool.install(|| ());
     let stats = pool.stats().since(&before);
     let trace = pool.take_trace();
     let total = stats.total();
