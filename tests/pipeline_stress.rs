@@ -1,7 +1,10 @@
 //! Many runs of light and mixed pipelines on two and four workers, so that
 //! chains are lent out and taken (or taken back) in every order: a token
 //! lost or retired twice hangs a run or ends it early, which the watchdog
-//! and the item counts catch.
+//! and the item counts catch. Items that sleep every 997th one keep the
+//! measured work per item near the line between light and shared batches,
+//! so a batch may see the measure flip while it fetches (a batch that read
+//! it twice once dropped the tokens it had not fetched for: a hang here).
 
 mod common;
 

@@ -523,13 +523,15 @@ impl<'a> Engine<'a> {
             && self.work_per_item.load(Ordering::Relaxed) >= SHARE_WORK_NS
     }
 
-    /// How many items one fetch takes.
-    fn batch_limit(&self, worker: &WorkerThread) -> usize {
+    /// How many items one fetch takes, `shared` saying whether items are
+    /// shared between workers (read once by the caller: the measurement
+    /// moves under other workers' feet).
+    fn batch_limit(&self, worker: &WorkerThread, shared: bool) -> usize {
         let tokens = self.view.count;
         if worker.tracing() {
             // One fetch per step, so that each gets its trace record.
             1
-        } else if self.share_items() {
+        } else if shared {
             tokens.div_ceil(self.workers.load(Ordering::Relaxed) as usize)
         } else {
             tokens
@@ -1298,7 +1300,11 @@ impl<'a> Engine<'a> {
         }
         // We hold the source gate. Fetch, in chain order, then for tokens
         // parked at the gate, up to the batch limit.
-        let limit = self.batch_limit(worker);
+        // Decided once for the whole batch: a light batch takes every token
+        // it holds, and only then may it keep them all (below); another
+        // worker's sampled item can flip `share_items` in between.
+        let shared = self.share_items();
+        let limit = self.batch_limit(worker, shared);
         let mut items = Chain {
             head: NO_SLOT,
             tail: NO_SLOT,
@@ -1334,7 +1340,7 @@ impl<'a> Engine<'a> {
                 // SAFETY: the gate made it ours.
                 unsafe { self.push_retired(retired, self.slot(parked)) };
             }
-        } else if self.share_items() || worker.tracing() {
+        } else if shared || worker.tracing() {
             // Tokens left over (ours, or parked meanwhile): pass the gate
             // on to a job of them, for another worker to fetch the next
             // batch; with nothing left, just leave.
@@ -1361,7 +1367,9 @@ impl<'a> Engine<'a> {
             }
         } else {
             // Light items: we fetch for every token, also those parked
-            // while we fetched, and keep them all on this worker.
+            // while we fetched, and keep them all on this worker. (The
+            // limit was every token, so none is left in `chain`.)
+            debug_assert!(chain.head == NO_SLOT, "a light batch left a token behind");
             while let Some(parked) = gate.finish() {
                 let token = self.slot(parked);
                 // SAFETY: the gate made it ours; we hold the gate again.
