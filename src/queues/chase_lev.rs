@@ -230,8 +230,30 @@ impl<T: Words> Worker<T> {
     fn pop_back(&self) -> Option<T> {
         let b = self.inner.back.load(Ordering::Relaxed);
         let f = self.inner.front.load(Ordering::Relaxed);
-        if b.wrapping_sub(f) <= 0 {
+        let len = b.wrapping_sub(f);
+        if len <= 0 {
             return None;
+        }
+        if len == 1 {
+            // One item (as far as a possibly stale `front` tells): claim it
+            // at the front, as a thief would, with one CAS and no fence; the
+            // usual path below costs a SeqCst fence and the same CAS for
+            // the last item. (A job pushed and popped back around every
+            // light pipeline item pays this once an item.) If the CAS
+            // fails, a thief took index `f`, which was the last one: only
+            // we push, and `front` never passes `back`.
+            let words = self.buffer().read(f);
+            return match self.inner.front.compare_exchange(
+                f,
+                f.wrapping_add(1),
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            ) {
+                // SAFETY: slot `f` holds the words of an item we pushed, and
+                // the CAS made that item ours, as in `steal_front`.
+                Ok(_) => Some(unsafe { T::from_words(words) }),
+                Err(_) => None,
+            };
         }
         // Take the back slot first, then look at the front: the SeqCst
         // fence pairs with a thief's between its front and back loads, so

@@ -74,7 +74,8 @@
 //! light pipeline apart. But if the body blocks, an idle worker must still
 //! come for that work. So while such a run is in progress
 //! (`start_heartbeat` .. `stop_heartbeat`), a sleeper blocks for at most
-//! `HEARTBEAT` and then searches again (steals included). A sleeper that
+//! `HEARTBEAT` and then searches again (steals included), once: it goes
+//! back to the sleepy state, not to the start of its rounds. A sleeper that
 //! read the heartbeat count as zero blocks without a timeout; the first
 //! `start_heartbeat` wakes every sleeper, and cannot miss one: the sleeper
 //! reads the count after its sleeping-count CAS, the starter reads the
@@ -317,6 +318,7 @@ impl Sleep {
             // Read after the sleeping-count CAS (see "Heartbeat").
             #[cfg(not(loom))]
             if self.heartbeats.load(Ordering::SeqCst) > 0 {
+                let mut beat = false;
                 let deadline = std::time::Instant::now() + HEARTBEAT;
                 while *is_blocked {
                     if sleep_state
@@ -329,9 +331,20 @@ impl Sleep {
                             // count (under the lock, so a waker cannot too).
                             *is_blocked = false;
                             self.counters.sub_sleeping_thread();
+                            beat = true;
                         }
                         break;
                     }
+                }
+                if beat {
+                    // A heartbeat, not a wake-up: look once for lent work,
+                    // then sleep again, instead of the full rounds of a
+                    // woken worker, whose steal attempts would hammer the
+                    // lender's deque 30-odd times a beat.
+                    drop(is_blocked);
+                    idle_state.wake_partly();
+                    latch.wake_up();
+                    return true;
                 }
             }
             while *is_blocked {
