@@ -221,3 +221,37 @@ impl LoomProxyEntry {
 pub fn loom_arrive(count: &loom::sync::atomic::AtomicU32) -> bool {
     crate::graph::pending::arrive(count, false)
 }
+
+/// A worker's lent-work slot (`queues/lent.rs`) offering a loom cell, so
+/// that the model sees the thief's read of what the owner wrote.
+pub struct LoomLent(crate::queues::lent::LentSlot<loom::cell::UnsafeCell<u32>>);
+
+impl LoomLent {
+    pub fn new() -> Self {
+        LoomLent(crate::queues::lent::LentSlot::new())
+    }
+    /// # Safety
+    /// As `LentSlot::offer`: owner only; `item` outlives the offer.
+    pub unsafe fn offer(&self, item: &loom::cell::UnsafeCell<u32>) -> bool {
+        // SAFETY: forwarded.
+        unsafe { self.0.offer(std::ptr::NonNull::from(item)) }
+    }
+    /// # Safety
+    /// As `LentSlot::withdraw`.
+    pub unsafe fn withdraw(&self) -> bool {
+        // SAFETY: forwarded.
+        unsafe { self.0.withdraw() }
+    }
+    pub fn take_if_stale(
+        &self,
+        seen: &std::cell::Cell<u64>,
+    ) -> Option<std::ptr::NonNull<loom::cell::UnsafeCell<u32>>> {
+        self.0.take_if_stale(seen)
+    }
+}
+
+impl Default for LoomLent {
+    fn default() -> Self {
+        Self::new()
+    }
+}

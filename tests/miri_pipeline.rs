@@ -137,10 +137,44 @@ fn a_pinned_stage_gets_its_items_through_the_mailbox() {
 /// after a while rather than hang, and the test then fails.
 #[test]
 fn a_blocked_item_lends_the_rest_of_its_chain_to_the_other_worker() {
-    use std::sync::{Condvar, Mutex};
-    use std::time::{Duration, Instant};
     let pool = pool(2);
     for run in 0..2 {
+        assert!(items_meet(&pool), "run {run}: the two items never met");
+    }
+}
+
+/// The same inside `isolate`: the lent job is an isolated region's (it
+/// owns memory of its own, freed once whoever ends up with it).
+#[test]
+fn a_blocked_item_in_an_isolated_run_lends_the_rest_too() {
+    let pool = pool(2);
+    let met = pool.install(|| sixfold::isolate(|| items_meet(&pool)));
+    assert!(met, "the two items never met");
+}
+
+/// A run inside a stage body of another run on the same worker: the outer
+/// run's free tokens are on offer, so the inner run lends through the
+/// deque instead (one offer a worker), and its items still meet.
+#[test]
+fn a_run_inside_a_stage_lends_through_the_deque_and_its_items_meet() {
+    let pool = pool(2);
+    let mut sent = false;
+    let mut met = Vec::new();
+    let mut outer = Pipeline::new(|| (!std::mem::replace(&mut sent, true)).then_some(()))
+        .parallel(|()| items_meet(&pool))
+        .serial_in_order(|m| met.push(m));
+    pool.run_pipeline(&mut outer, 2).unwrap();
+    drop(outer);
+    assert_eq!(met, [true], "the inner run's items never met");
+}
+
+/// Items 1 and 2 of four wait for each other in a parallel stage: they
+/// meet only if one's chain is lent while the other blocks. Gives up after
+/// a minute (false) rather than hang.
+fn items_meet(pool: &Pool) -> bool {
+    use std::sync::{Condvar, Mutex};
+    use std::time::{Duration, Instant};
+    {
         let arrived = Mutex::new(0);
         let all_here = Condvar::new();
         let met = AtomicBool::new(true);
@@ -170,10 +204,7 @@ fn a_blocked_item_lends_the_rest_of_its_chain_to_the_other_worker() {
         .serial_in_order(|s| out.push(s));
         pool.run_pipeline(&mut p, 4).unwrap();
         drop(p);
-        assert!(
-            met.load(Ordering::Relaxed),
-            "run {run}: the two items never met"
-        );
         assert_eq!(out.len(), 4);
+        met.load(Ordering::Relaxed)
     }
 }

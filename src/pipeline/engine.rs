@@ -39,17 +39,22 @@
 //! check this in `tests/miri_pipeline.rs`.
 //!
 //! Work conservation: while an item's stage body runs, the rest of its
-//! chain (items and free tokens) is *lent out*: pushed to the worker's own
-//! deque as a job of its own, quietly (no wake-up), and popped back after
-//! the body (`lend`, `reclaim`). A body that returns at once gets its
-//! chain back for the price of a push and a pop; one that blocks or takes
-//! long has the rest taken by an idle worker (rule 6): a searching one at
-//! once, a sleeping one within the sleep heartbeat (`Sleep`), so no item
+//! chain (items and free tokens) is *lent out*: offered as a job of its own
+//! in the worker's lent slot (`queues/lent.rs`), quietly (no wake-up), and
+//! withdrawn after the body (`lend`, `reclaim`). A body that returns at
+//! once gets its chain back for the price of a store and a swap; one that
+//! blocks or takes long has the rest taken by an idle worker (rule 6),
+//! which takes an offer only when it saw the same one at its previous
+//! look: a searching worker within a round or two, a sleeping one within
+//! the sleep heartbeat (`Sleep`), so no item
 //! that could run waits behind it while a worker idles, and a parallel
 //! stage can hold `min(workers, tokens)` items at once, on the first run
 //! as on later ones. `run_alone` lends its free tokens around parallel
 //! stages only (it runs serial stages without their gates), keeping the
-//! in-order gates' turns and the source's sequence exact for a taker.
+//! in-order gates' turns and the source's sequence exact for a taker; its
+//! offer (the free tokens) is written once per loop (`prepare_alone_lend`).
+//! A worker has one offer slot: a run inside a stage body of another run
+//! on the same worker lends through the own deque instead.
 //!
 //! Cancellation and panics: the source stops (it counts as exhausted), and
 //! items in flight are dropped at their next stage, without running it; an
@@ -78,7 +83,8 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::alloc::{self, Layout};
 use std::any::Any;
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
+use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
@@ -172,6 +178,10 @@ pub(crate) struct Slot {
     engine: *const Engine<'static>,
     index: u32,
     state: SlotState,
+    /// The job of the chain this slot heads while that chain is lent out
+    /// (`lend`): what the worker's offer points at, read by the thief that
+    /// takes it. Written by the slot's owner before each offer.
+    lent_job: UnsafeCell<MaybeUninit<JobRef>>,
 }
 
 // SAFETY: a slot's state is owned by one job at a time (see the module
@@ -322,7 +332,11 @@ enum Alone {
 /// The rest of a chain, lent out while one item's stage runs (`lend`):
 /// the job it went out as, and where it was cut from that item.
 struct Lent {
-    job: JobRef,
+    /// The lent job, if it went to our deque (a lend inside a body that
+    /// runs while an outer lend is out); None if the worker offers it.
+    on_deque: Option<JobRef>,
+    /// The slot that heads the lent chain.
+    head: u32,
     /// The slot before the item (its `next` skips the item meanwhile).
     before: Option<u32>,
     /// The slot after the item.
@@ -437,6 +451,7 @@ impl<'a> Engine<'a> {
                     engine: ptr::null(),
                     index,
                     state: SlotState::new(),
+                    lent_job: UnsafeCell::new(MaybeUninit::uninit()),
                 })
                 .collect(),
             items: ItemMemory::new(self.item_layout, count),
@@ -1148,10 +1163,28 @@ impl<'a> Engine<'a> {
             }
         };
         state.next.set(NO_SLOT);
-        let job = self.job(self.slot(head));
-        worker.push_quiet(job);
+        let head_slot = self.slot(head);
+        let job = self.job(head_slot);
+        let on_deque = if worker.has_offer_out() {
+            // An outer lend of ours is out (we run inside its body): this
+            // one goes to the deque, as plain rule 6 work.
+            worker.push_quiet(job);
+            Some(job)
+        } else {
+            let lent_job = head_slot.lent_job.get();
+            // SAFETY: the chain is ours, `head` in it: nobody else reads
+            // the cell until it is offered.
+            unsafe { (*lent_job).write(job) };
+            // SAFETY: the cell holds the job, unchanged until we withdraw
+            // it or a thief took it (then the chain, with the cell, is its
+            // own).
+            let accepted = unsafe { worker.offer_lent(NonNull::from(&*lent_job).cast()) };
+            debug_assert!(accepted, "no offer of ours was out");
+            None
+        };
         Some(Lent {
-            job,
+            on_deque,
+            head,
             before: before.map(|prev| prev.index),
             behind,
         })
@@ -1173,29 +1206,47 @@ impl<'a> Engine<'a> {
         before: &mut Option<&'e Slot>,
         worker: &WorkerThread,
     ) -> bool {
-        match worker.pop_own() {
-            Some(job) if job.same_job(&lent.job) => {
-                // SAFETY: ours again: nobody ran the job.
-                unsafe { current.state() }.next.set(lent.behind);
-                if let Some(prev) = lent.before {
-                    // SAFETY: as above.
-                    unsafe { self.slot(prev).state() }.next.set(current.index);
+        let back = match lent.on_deque {
+            None => {
+                // SAFETY: after our accepted offer.
+                let back = unsafe { worker.withdraw_lent() };
+                if back {
+                    // SAFETY: ours again: nobody took the offer. A job of
+                    // an isolated region holds memory of its own.
+                    unsafe { (*self.slot(lent.head).lent_job.get()).assume_init_read() }.discard();
                 }
-                false
+                back
             }
-            other => {
-                if let Some(job) = other {
-                    // The stage's own work (a spawn it left behind): back on
-                    // top; the lent job below it runs on its own later.
-                    worker.push_quiet(job);
+            Some(job) => match worker.pop_own() {
+                Some(popped) if popped.same_job(&job) => {
+                    popped.discard();
+                    true
                 }
-                *chain = Chain {
-                    head: current.index,
-                    tail: current.index,
-                };
-                *before = None;
-                true
+                other => {
+                    if let Some(popped) = other {
+                        // The stage's own work (a spawn it left behind): back
+                        // on top; the lent job below it runs on its own later.
+                        worker.push_quiet(popped);
+                    }
+                    false
+                }
+            },
+        };
+        if back {
+            // SAFETY: ours again: nobody ran the job.
+            unsafe { current.state() }.next.set(lent.behind);
+            if let Some(prev) = lent.before {
+                // SAFETY: as above.
+                unsafe { self.slot(prev).state() }.next.set(current.index);
             }
+            false
+        } else {
+            *chain = Chain {
+                head: current.index,
+                tail: current.index,
+            };
+            *before = None;
+            true
         }
     }
 
@@ -1458,17 +1509,19 @@ impl<'a> Engine<'a> {
         // SAFETY: ours.
         let state = unsafe { slot.state() };
         let item = self.item(slot);
-        loop {
+        // SAFETY: the chain is ours, `slot` at its front.
+        let mut lent = unsafe { self.prepare_alone_lend(slot) };
+        let ended = loop {
             if self.cancelled() {
-                break;
+                break Alone::Over;
             }
             // SAFETY: the source is ours alone; the cell fits its item.
             match unwind::halt_unwinding(|| unsafe { self.source.body.fetch(item) }) {
                 Ok(true) => {}
-                Ok(false) => break,
+                Ok(false) => break Alone::Over,
                 Err(payload) => {
                     self.record_panic(payload);
-                    break;
+                    break Alone::Over;
                 }
             }
             // SAFETY: nobody else fetches while we hold every token (the
@@ -1490,10 +1543,9 @@ impl<'a> Engine<'a> {
                 }
                 match self.gate(index) {
                     Gate::Parallel if state.has_item.get() => {
-                        let mut before = None;
-                        // SAFETY: the chain is ours, `slot` at its front.
-                        if unsafe { self.run_body_lending(stage, slot, &mut before, chain, worker) }
-                        {
+                        // SAFETY: the chain is ours, `slot` at its front,
+                        // `lent` from `prepare_alone_lend` for it.
+                        if unsafe { self.run_body_alone(stage, slot, &mut lent, chain, worker) } {
                             // The free tokens were taken: from here on
                             // the item goes through the gates.
                             state.stage.set(index as u32 + 2);
@@ -1521,15 +1573,103 @@ impl<'a> Engine<'a> {
             state.stage.set(self.stages.len() as u32 + 1);
             self.complete_item(slot, state);
             if self.share_items() {
-                return Alone::Heavy;
+                break Alone::Heavy;
             }
             worker.count_task(Rule::Returned);
+        };
+        if let Some(job) = lent {
+            // SAFETY: never taken (a split returned above): still ours.
+            unsafe { job.as_ptr().read() }.discard();
+        }
+        if let Alone::Heavy = ended {
+            return ended;
         }
         // The source is exhausted or the run cancelled.
         self.exhausted.store(true, Ordering::Release);
         // SAFETY: ours.
         unsafe { self.retire_chain(chain, retired) };
         Alone::Over
+    }
+
+    /// For `run_alone`: the job of the free tokens behind `slot`, written
+    /// once into the slot that heads them, to offer around each parallel
+    /// body (the chain behind `slot` does not change while we run alone).
+    /// None if there is nothing to lend or nobody to lend it to.
+    ///
+    /// # Safety
+    /// The caller owns the chain, `slot` at its front.
+    unsafe fn prepare_alone_lend(&self, slot: &Slot) -> Option<NonNull<JobRef>> {
+        // SAFETY: ours.
+        let behind = unsafe { slot.state() }.next.get();
+        if self.workers.load(Ordering::Relaxed) < 2 || behind == NO_SLOT {
+            return None;
+        }
+        let head = self.slot(behind);
+        let cell = head.lent_job.get();
+        // SAFETY: ours; nobody reads the cell before it is offered.
+        unsafe { (*cell).write(self.job(head)) };
+        Some(NonNull::from(unsafe { &*cell }).cast())
+    }
+
+    /// `run_body` for `run_alone`: with the free tokens behind `slot`
+    /// offered to idle workers meanwhile. True if one took them: then the
+    /// chain is `slot` alone, and `lent` is None.
+    ///
+    /// # Safety
+    /// The caller owns the chain, `slot` at its front; `lent` came from
+    /// `prepare_alone_lend` for this chain.
+    #[inline]
+    unsafe fn run_body_alone(
+        &self,
+        stage: &Stage<'_>,
+        slot: &Slot,
+        lent: &mut Option<NonNull<JobRef>>,
+        chain: &mut Chain,
+        worker: &WorkerThread,
+    ) -> bool {
+        let Some(job) = *lent else {
+            self.run_body(stage, slot, unsafe { slot.state() });
+            return false;
+        };
+        if worker.has_offer_out() {
+            // An outer offer of ours is out (this run is inside a body of
+            // another): `lend` goes through the deque instead, and leaves
+            // the cell alone.
+            // The cell's job is ours: out of it while a thief could get
+            // the chain (and the cell) by the deque.
+            // SAFETY: written by `prepare_alone_lend`, never given away.
+            let prepared = unsafe { job.as_ptr().read() };
+            let mut before = None;
+            // SAFETY: forwarded.
+            let split = unsafe { self.run_body_lending(stage, slot, &mut before, chain, worker) };
+            if split {
+                prepared.discard();
+                *lent = None;
+            } else {
+                // SAFETY: the chain, with the cell, came back to us.
+                unsafe { job.as_ptr().write(prepared) };
+            }
+            return split;
+        }
+        // SAFETY: the job in the cell is the chain behind `slot`, ours and
+        // unchanged until withdrawn or taken; no offer of ours is out.
+        let accepted = unsafe { worker.offer_lent(job) };
+        debug_assert!(accepted);
+        // SAFETY: ours.
+        self.run_body(stage, slot, unsafe { slot.state() });
+        // SAFETY: after the accepted offer above.
+        if unsafe { worker.withdraw_lent() } {
+            return false;
+        }
+        // Taken: the tokens behind are the thief's, with the job's cell.
+        *lent = None;
+        // SAFETY: ours.
+        unsafe { slot.state() }.next.set(NO_SLOT);
+        *chain = Chain {
+            head: slot.index,
+            tail: slot.index,
+        };
+        true
     }
 
     /// Move every token of `chain` to `retired`.

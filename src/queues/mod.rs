@@ -10,6 +10,7 @@ pub(crate) mod deque;
 pub(crate) mod dispatch;
 pub(crate) mod fifo;
 pub(crate) mod job;
+pub(crate) mod lent;
 pub(crate) mod mailbox;
 pub(crate) mod proxy;
 pub(crate) mod region;

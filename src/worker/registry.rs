@@ -34,6 +34,7 @@ use crate::queues::deque::{Stealer, Worker};
 use crate::queues::dispatch::{Dispatch, SharedPlace};
 use crate::queues::fifo::WorkerFifo;
 use crate::queues::job::{JobRef, Runner};
+use crate::queues::lent::LentSlot;
 use crate::queues::mailbox::Mailbox;
 use crate::queues::proxy::{Proxy, Taken};
 use crate::queues::shared_queue::SharedQueue;
@@ -56,6 +57,8 @@ pub(crate) type ThreadHandler = Box<dyn Fn(usize) + Send + Sync>;
 struct ThreadInfo<W> {
     stealer: Stealer<JobRef<W>>,
     mailbox: Mailbox<W>,
+    /// Work the worker lends out around a pipeline stage body (`lent.rs`).
+    lent: CachePadded<LentSlot<JobRef<W>>>,
     /// The pool-level FIFO of `Pool::spawn_fifo` from this worker.
     fifo: WorkerFifo<W>,
     /// On a line of its own: the owner writes it per task, while thieves
@@ -134,6 +137,7 @@ impl<W: Runner> Registry<W> {
                 CachePadded::new(ThreadInfo {
                     stealer: deque.stealer(),
                     mailbox: Mailbox::default(),
+                    lent: CachePadded::new(LentSlot::new()),
                     fifo: WorkerFifo::new(index),
                     counters: CachePadded::new(WorkerCounters::default()),
                     inside_engine: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
@@ -273,6 +277,12 @@ impl<W: Runner> Registry<W> {
             Pinning::Cores => Some(self.topology.core_for_worker(index)),
             Pinning::None => None,
         }
+    }
+
+    /// Worker `index`'s lent work (`lent.rs`).
+    #[inline]
+    pub(crate) fn lent(&self, index: usize) -> &LentSlot<JobRef<W>> {
+        &self.thread_infos[index].lent
     }
 
     #[inline]

@@ -51,6 +51,7 @@ use crate::observe::trace::{self, SleepEvent, TaskEvent};
 use crate::platform::latch::CoreLatch;
 use crate::queues::deque::{Steal, Worker};
 use crate::queues::job::{self, Runner};
+use crate::queues::lent::LentSlot;
 use crate::queues::proxy::{Proxy, Taken};
 use crate::queues::region::{self, Region};
 use crate::queues::shared_queue::SharedQueueFlag;
@@ -223,6 +224,9 @@ pub(crate) struct WorkerThread {
     deque: Worker<JobRef>,
     index: usize,
     rng: Cell<u64>,
+    /// Per worker slot: how many offers that worker had made at our last
+    /// look at its lent work (`lent.rs`: we take only an offer seen twice).
+    lent_seen: Box<[Cell<u64>]>,
     registry: Arc<Registry>,
     /// The TLS value to restore when this worker ends (a guest may run on a
     /// thread that already is a worker of another pool).
@@ -230,6 +234,9 @@ pub(crate) struct WorkerThread {
     /// This worker's counters in the registry (looked up once: the hot
     /// paths count every task).
     counters: *const WorkerCounters,
+    /// This worker's lent work in the registry (looked up once: a light
+    /// pipeline offers and withdraws once an item).
+    lent: *const LentSlot<JobRef>,
     /// Waits on this thread's stack right now (0 in no wait).
     wait_depth: Cell<u32>,
     /// The outermost wait is a pool thread's main loop, whose latch only
@@ -273,11 +280,16 @@ impl WorkerThread {
         // A raw pointer from the start: the TLS copy and the guard are equal,
         // shared aliases (a live Box would claim uniqueness).
         let counters: *const WorkerCounters = registry.counters(index);
+        let lent: *const LentSlot<JobRef> = registry.lent(index);
         let ptr = Box::into_raw(Box::new(WorkerThread {
             deque,
             index,
             counters,
+            lent,
             rng: Cell::new(seed | 1),
+            lent_seen: (0..registry.num_slots())
+                .map(|_| Cell::new(u64::MAX))
+                .collect(),
             registry,
             previous,
             wait_depth: Cell::new(0),
@@ -583,11 +595,60 @@ impl WorkerThread {
             return None;
         }
         loop {
-            let job = self.steal()?;
+            let Some(job) = self.steal() else {
+                return self.take_lent().map(|job| (job, Rule::Steal));
+            };
             if let Resolved::Run(job) = self.resolve(job) {
                 return Some((job, Rule::Steal));
             }
         }
+    }
+
+    /// Rule 6's last resort: work another worker lent out around a body
+    /// that has run since our last look (`lent.rs`).
+    fn take_lent(&self) -> Option<JobRef> {
+        for (victim, seen) in self.lent_seen.iter().enumerate() {
+            if victim == self.index {
+                continue;
+            }
+            if let Some(job) = self.registry.lent(victim).take_if_stale(seen) {
+                // SAFETY: the offer points at a job its owner wrote before
+                // offering, left unchanged until taken; taking it made it
+                // ours to read and run.
+                return Some(unsafe { job.as_ptr().read() });
+            }
+        }
+        None
+    }
+
+    /// Offer `job` to the other workers while we run something that may
+    /// take long (`lent.rs`); false if an offer of ours is still out.
+    ///
+    /// # Safety
+    /// `job` stays valid and unchanged until `withdraw_lent` returns, or,
+    /// if that returns false, until the thief that took it has read it.
+    #[inline]
+    pub(crate) unsafe fn offer_lent(&self, job: NonNull<JobRef>) -> bool {
+        // SAFETY: `lent` points into the registry, which this worker keeps
+        // alive; we are the slot's owner; the rest is forwarded.
+        unsafe { (*self.lent).offer(job) }
+    }
+
+    /// Is an offer of ours out? (Then another is refused.)
+    #[inline]
+    pub(crate) fn has_offer_out(&self) -> bool {
+        // SAFETY: as in `offer_lent`.
+        unsafe { (*self.lent).is_offered() }
+    }
+
+    /// Take our offer back: true if nobody took it.
+    ///
+    /// # Safety
+    /// After an `offer_lent` that returned true.
+    #[inline]
+    pub(crate) unsafe fn withdraw_lent(&self) -> bool {
+        // SAFETY: as in `offer_lent`, after an accepted offer.
+        unsafe { (*self.lent).withdraw() }
     }
 
     /// Rules 3 to 5 for a wait in isolated region `region`: only that

@@ -69,7 +69,7 @@
 //! # Heartbeat: work pushed without a wake-up
 //!
 //! A pipeline lends the rest of a chain out around each stage body by a
-//! *quiet* push to its own deque (`WorkerThread::push_quiet`): waking a
+//! *quiet* offer (`queues/lent.rs`, or a quiet deque push): waking a
 //! sleeper for every item would cost a system call an item, and take a
 //! light pipeline apart. But if the body blocks, an idle worker must still
 //! come for that work. So while such a run is in progress
