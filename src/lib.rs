@@ -103,9 +103,10 @@ pub mod loom_api;
 
 pub use error::{AffinityError, BuildError, PipelineError, TaskError};
 pub use fork_join::{
-    BroadcastContext, FnContext, Scope, ScopeFifo, Yield, broadcast,
+    BroadcastContext, Cancelled, FnContext, Scope, ScopeFifo, Yield, broadcast,
     current_thread_has_pending_tasks, current_thread_index, in_place_scope, in_place_scope_fifo,
-    isolate, join, join_context, max_num_threads, scope, scope_fifo, yield_local, yield_now,
+    is_cancelled, isolate, join, join_context, max_num_threads, scope, scope_cancellable,
+    scope_fifo, scope_fifo_cancellable, yield_local, yield_now,
 };
 pub use graph::{CancelToken, Graph, GraphError, NodeId, Subflow};
 pub use loops::{
@@ -118,7 +119,7 @@ pub use pipeline::{Pipeline, StageMode};
 pub use platform::{CoreInfo, Pinning, Proximity, Topology, TopologySource};
 pub use pool::{
     Builder, Pool, current_num_threads, current_worker, enqueue, enqueue_with_priority, spawn,
-    spawn_fifo,
+    spawn_broadcast, spawn_fifo,
 };
 pub use queues::{Dispatch, Priority};
 pub use task::{Context, Continuation, Task, TaskRef};

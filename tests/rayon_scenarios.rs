@@ -19,7 +19,6 @@
 //! broadcast, yield and in-place-scope tests.
 //!
 //! Not re-expressed, because they test rayon-only API or mechanisms:
-//! - `spawn_broadcast`: not in sixfold yet.
 //! - `spawn_handler` / `use_current_thread`: sixfold's builder always
 //!   starts its own threads (the nearest thing, `num_threads(0)`, is
 //!   covered by `zero_threads_means_the_caller_runs_the_work`).
@@ -1405,6 +1404,78 @@ fn broadcast_sleep_race() {
             std::thread::sleep(Duration::from_micros(ctx.index() as u64));
         });
     }
+}
+
+// rayon-core's spawn_broadcast tests: the same shapes, without waiting;
+// the calls report through channels.
+
+#[test]
+fn spawn_broadcast_global_and_pool_run_once_on_every_worker() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    sixfold::spawn_broadcast(move |ctx| tx.send(ctx.index()).unwrap());
+    let mut v: Vec<usize> = rx.into_iter().collect();
+    v.sort_unstable();
+    assert!(v.into_iter().eq(0..sixfold::current_num_threads()));
+
+    let pool = Pool::builder().num_threads(7).build().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    pool.spawn_broadcast(move |ctx| tx.send((ctx.index(), ctx.num_threads())).unwrap());
+    // The sender is dropped with the last call: the receiver then ends.
+    let mut v: Vec<(usize, usize)> = rx.into_iter().collect();
+    v.sort_unstable();
+    assert_eq!(v, (0..7).map(|i| (i, 7)).collect::<Vec<_>>());
+}
+
+#[test]
+fn spawn_broadcast_self_reaches_the_calling_worker_too() {
+    let pool = Pool::builder().num_threads(7).build().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    pool.spawn(move || sixfold::spawn_broadcast(move |ctx| tx.send(ctx.index()).unwrap()));
+    let mut v: Vec<usize> = rx.into_iter().collect();
+    v.sort_unstable();
+    assert!(v.into_iter().eq(0..7));
+}
+
+#[test]
+fn spawn_broadcast_mutual_across_pools() {
+    within("mutual spawn_broadcasts", Duration::from_secs(120), || {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let pool1 = Arc::new(Pool::builder().num_threads(3).build().unwrap());
+        let pool2 = Pool::builder().num_threads(7).build().unwrap();
+        let p1 = pool1.clone();
+        pool2.spawn_broadcast(move |_| {
+            let tx = tx.clone();
+            p1.spawn_broadcast(move |_| tx.send(()).unwrap());
+        });
+        assert_eq!(rx.into_iter().count(), 3 * 7);
+        // Dropping the pools from here: no task of theirs is left.
+        pool2.wait_idle();
+        pool1.wait_idle();
+    });
+}
+
+#[test]
+fn spawn_broadcast_panic_runs_everywhere_and_goes_to_the_panic_handler() {
+    quiet_intentional_panics();
+    let (panics_tx, panics_rx) = std::sync::mpsc::channel::<()>();
+    let panics_tx = std::sync::Mutex::new(panics_tx);
+    let pool = Pool::builder()
+        .num_threads(7)
+        .panic_handler(move |_| panics_tx.lock().unwrap().send(()).unwrap())
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    pool.spawn_broadcast(move |ctx| {
+        tx.send(()).unwrap();
+        if ctx.index().is_multiple_of(2) {
+            panic!("Hello, world!");
+        }
+    });
+    // Every worker ran its call, the panicking ones included.
+    assert_eq!(rx.into_iter().count(), 7);
+    pool.wait_idle();
+    // Four of them (workers 0, 2, 4, 6) panicked, each reported once.
+    assert_eq!(panics_rx.try_iter().count(), 4);
 }
 
 /// rayon: "broadcast runs after the local deque is empty". A worker takes

@@ -2,11 +2,13 @@
 //! [`scope_fifo`], [`isolate`] for waits that must not pick up unrelated
 //! work, and the rest of rayon-core's calls (`rayon_api.rs`).
 
+mod cancel;
 pub(crate) mod isolate;
 pub(crate) mod join;
 mod rayon_api;
 pub(crate) mod scope;
 
+pub use cancel::{Cancelled, is_cancelled, scope_cancellable, scope_fifo_cancellable};
 pub use isolate::isolate;
 pub use join::join;
 pub use rayon_api::{

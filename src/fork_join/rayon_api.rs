@@ -1,5 +1,6 @@
 //! The rest of rayon-core's API, under rayon's names, so that porting is a
-//! change of `use` lines: [`join_context`], [`broadcast`], [`yield_now`]
+//! change of `use` lines: [`join_context`], [`broadcast`] (and
+//! `spawn_broadcast`, in `pool/`), [`yield_now`]
 //! and [`yield_local`], [`current_thread_index`],
 //! [`current_thread_has_pending_tasks`], [`max_num_threads`].
 //!
@@ -103,6 +104,10 @@ pub struct BroadcastContext {
 }
 
 impl BroadcastContext {
+    pub(crate) fn new(index: usize, num_threads: usize) -> Self {
+        BroadcastContext { index, num_threads }
+    }
+
     /// The index of the worker running this call (`0..num_threads()`).
     ///
     /// ```

@@ -82,12 +82,12 @@ where
     R: Send,
 {
     match WorkerThread::current() {
-        Some(worker) => scope_on_worker(worker, op),
+        Some(worker) => scope_on_worker(worker, op).0,
         None => Pool::global().install(|| scope(op)),
     }
 }
 
-fn scope_on_worker<'scope, OP, R>(worker: &WorkerThread, op: OP) -> R
+pub(super) fn scope_on_worker<'scope, OP, R>(worker: &WorkerThread, op: OP) -> (R, bool)
 where
     OP: FnOnce(&Scope<'scope>) -> R + Send,
     R: Send,
@@ -97,12 +97,19 @@ where
 }
 
 /// Run the scope's body, then wait for its jobs; resume the first panic,
-/// the body's own first.
-fn finish_scope<R>(worker: &WorkerThread, scope: &Scope<'_>, body: impl FnOnce() -> R) -> R {
-    // The body spawns on the owner's credit (`credit.rs`).
-    let (result, credit) = worker
-        .unit_credit()
-        .with_frame(&scope.group, || unwind::halt_unwinding(body));
+/// the body's own first. Also says whether the scope was cancelled.
+pub(super) fn finish_scope<R>(
+    worker: &WorkerThread,
+    scope: &Scope<'_>,
+    body: impl FnOnce() -> R,
+) -> (R, bool) {
+    // The body spawns on the owner's credit (`credit.rs`), as work of the
+    // scope (`is_cancelled`, nested scopes).
+    let (result, credit) = worker.with_cancel_context(&scope.group, || {
+        worker
+            .unit_credit()
+            .with_frame(&scope.group, || unwind::halt_unwinding(body))
+    });
     // Drop the body's hold and its unused credit, then work until every
     // spawned job is done.
     // SAFETY: the scope lives on the caller's frame until after the wait.
@@ -117,7 +124,7 @@ fn finish_scope<R>(worker: &WorkerThread, scope: &Scope<'_>, body: impl FnOnce()
             if let Some(payload) = scope.group.take_panic() {
                 unwind::resume_unwinding(payload);
             }
-            value
+            (value, scope.group.is_cancelled())
         }
     }
 }
@@ -149,11 +156,11 @@ where
     match WorkerThread::current() {
         Some(worker) => {
             let scope = Scope::new(worker);
-            finish_scope(worker, &scope, || op(&scope))
+            finish_scope(worker, &scope, || op(&scope)).0
         }
         None => {
             let scope = Scope::outside(Pool::global().registry());
-            finish_outside(&scope, || op(&scope))
+            finish_outside(&scope, || op(&scope)).0
         }
     }
 }
@@ -180,11 +187,11 @@ where
     match WorkerThread::current() {
         Some(worker) => {
             let scope = ScopeFifo::new(worker);
-            finish_scope(worker, &scope.base, || op(&scope))
+            finish_scope(worker, &scope.base, || op(&scope)).0
         }
         None => {
             let scope = ScopeFifo::outside(Pool::global().registry());
-            finish_outside(&scope.base, || op(&scope))
+            finish_outside(&scope.base, || op(&scope)).0
         }
     }
 }
@@ -212,7 +219,7 @@ impl Pool {
             Some(_) => in_place_scope(op),
             None => {
                 let scope = Scope::outside(self.registry());
-                finish_outside(&scope, || op(&scope))
+                finish_outside(&scope, || op(&scope)).0
             }
         }
     }
@@ -238,7 +245,7 @@ impl Pool {
             Some(_) => in_place_scope_fifo(op),
             None => {
                 let scope = ScopeFifo::outside(self.registry());
-                finish_outside(&scope.base, || op(&scope))
+                finish_outside(&scope.base, || op(&scope)).0
             }
         }
     }
@@ -246,7 +253,7 @@ impl Pool {
 
 /// `finish_scope` for a scope owned by a thread outside every pool: run the
 /// body here, then block until every spawned job finished.
-fn finish_outside<R>(scope: &Scope<'_>, body: impl FnOnce() -> R) -> R {
+pub(super) fn finish_outside<R>(scope: &Scope<'_>, body: impl FnOnce() -> R) -> (R, bool) {
     let result = unwind::halt_unwinding(body);
     // SAFETY: the scope lives on this frame until after the wait.
     unsafe { CountLatch::release(scope.group.latch()) };
@@ -257,7 +264,7 @@ fn finish_outside<R>(scope: &Scope<'_>, body: impl FnOnce() -> R) -> R {
             if let Some(payload) = scope.group.take_panic() {
                 unwind::resume_unwinding(payload);
             }
-            value
+            (value, scope.group.is_cancelled())
         }
     }
 }
@@ -277,18 +284,63 @@ impl<'scope> Scope<'scope> {
         }
     }
 
-    /// A scope waited for by `worker`, in its current isolation region.
+    /// A scope waited for by `worker`, in its current isolation region,
+    /// a child of the scope or run whose work makes it (`is_cancelled`).
     fn new(worker: &WorkerThread) -> Self {
         let registry = worker.registry();
+        let group = Group::structured(
+            CountLatch::for_worker(registry.wake_owner(worker.index())),
+            OnPanic::RunAll,
+            worker.region(),
+        );
+        // SAFETY: the context's group outlives this scope, which ends
+        // inside the task or body that is making it.
+        unsafe { group.set_parent(worker.cancel_context()) };
         Scope {
-            group: Group::structured(
-                CountLatch::for_worker(registry.wake_owner(worker.index())),
-                OnPanic::RunAll,
-                worker.region(),
-            ),
+            group,
             registry: registry.clone(),
             _marker: PhantomData,
         }
+    }
+
+    /// Cancel the scope: its tasks that have not started are dropped
+    /// without running (their closures dropped, so what they own is
+    /// freed), and so are those of the scopes and runs nested in its
+    /// tasks; running ones see [`is_cancelled`](crate::is_cancelled) and
+    /// may stop early. Spawning goes on working, the new tasks dropped.
+    /// The scope still returns when every task ran or was dropped; a
+    /// scope that already returned cannot be reached, so there is nothing
+    /// to cancel. Cancelling is explicit: a panic does not cancel a scope
+    /// (rayon's contract).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+    /// let ran = AtomicUsize::new(0);
+    /// let outcome = pool.scope_cancellable(|s| {
+    ///     for _ in 0..10 {
+    ///         s.spawn(|_| { ran.fetch_add(1, Ordering::Relaxed); });
+    ///     }
+    ///     s.cancel(); // before the one worker got to any of them
+    /// });
+    /// assert_eq!(outcome, Err(sixfold::Cancelled));
+    /// assert_eq!(ran.into_inner(), 0);
+    /// ```
+    pub fn cancel(&self) {
+        self.group.cancel();
+    }
+
+    /// Was this scope cancelled, or a scope or run it is nested in?
+    ///
+    /// ```
+    /// sixfold::scope(|s| {
+    ///     assert!(!s.is_cancelled());
+    ///     s.cancel();
+    ///     assert!(s.is_cancelled());
+    /// });
+    /// ```
+    pub fn is_cancelled(&self) -> bool {
+        self.group.is_cancelled()
     }
 
     /// Spawn `body` into the scope. It may borrow anything that outlives
@@ -352,15 +404,20 @@ where
     match WorkerThread::current() {
         Some(worker) => {
             let scope = ScopeFifo::new(worker);
-            finish_scope(worker, &scope.base, || op(&scope))
+            finish_scope(worker, &scope.base, || op(&scope)).0
         }
         None => Pool::global().install(|| scope_fifo(op)),
     }
 }
 
 impl<'scope> ScopeFifo<'scope> {
+    /// The plain scope underneath (its group and registry).
+    pub(super) fn base(&self) -> &Scope<'scope> {
+        &self.base
+    }
+
     /// A FIFO scope waited for by `worker`.
-    fn new(worker: &WorkerThread) -> Self {
+    pub(super) fn new(worker: &WorkerThread) -> Self {
         Self::with_base(Scope::new(worker))
     }
 
@@ -374,6 +431,27 @@ impl<'scope> ScopeFifo<'scope> {
             .map(|_| OnceLock::new())
             .collect();
         ScopeFifo { base, fifos }
+    }
+
+    /// [`Scope::cancel`] for a FIFO scope.
+    ///
+    /// ```
+    /// let outcome = sixfold::scope_fifo_cancellable(|s| {
+    ///     s.spawn_fifo(|s| s.cancel());
+    /// });
+    /// assert_eq!(outcome, Err(sixfold::Cancelled));
+    /// ```
+    pub fn cancel(&self) {
+        self.base.cancel();
+    }
+
+    /// [`Scope::is_cancelled`] for a FIFO scope.
+    ///
+    /// ```
+    /// sixfold::scope_fifo(|s| assert!(!s.is_cancelled()));
+    /// ```
+    pub fn is_cancelled(&self) -> bool {
+        self.base.is_cancelled()
     }
 
     /// Spawn `body` into the scope, behind this worker's earlier spawns.
@@ -498,14 +576,24 @@ where
         let group_ptr = S::group(scope_ptr);
         // SAFETY: the scope outlives this job: we hold one of its units.
         let (scope, group) = unsafe { (&*scope_ptr, &*group_ptr) };
-        // rayon's contract: run even after a sibling panicked. The body
-        // spawns on this job's credit (`credit.rs`).
+        // rayon's contract: run even after a sibling panicked; but not in
+        // a cancelled scope: dropped, unstarted. The body spawns on this
+        // job's credit (`credit.rs`), as work of the scope.
         let ScopeJob { body, .. } = job;
-        let ((), credit) = worker.unit_credit().with_frame(group, || {
-            if let Err(payload) = unwind::halt_unwinding(|| body(scope)) {
+        let ((), credit) = if group.is_cancelled() {
+            if let Err(payload) = unwind::halt_unwinding(|| drop(body)) {
                 group.record_panic(payload);
             }
-        });
+            ((), 0)
+        } else {
+            worker.with_cancel_context(group_ptr, || {
+                worker.unit_credit().with_frame(group, || {
+                    if let Err(payload) = unwind::halt_unwinding(|| body(scope)) {
+                        group.record_panic(payload);
+                    }
+                })
+            })
+        };
         // Last: the owner may end the scope as soon as the units are gone.
         // SAFETY: live until this release, which is our last touch.
         unsafe { Group::release_units(group_ptr, 1 + credit) };

@@ -79,6 +79,27 @@ fn current_registry() -> &'static Arc<Registry> {
     }
 }
 
+/// Run `op` once on every worker of the current pool (the calling
+/// worker's, or the global pool from outside every pool), without waiting
+/// (rayon's `spawn_broadcast`). Each call runs on its worker and nowhere
+/// else (strict affinity: the worker's mailbox, rule 4, taken by that
+/// worker in any wait); `op` is dropped after the last call.
+///
+/// ```
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// sixfold::spawn_broadcast(move |ctx| tx.send((ctx.index(), ctx.num_threads())).unwrap());
+/// let n = sixfold::Pool::global().num_workers();
+/// let mut seen: Vec<(usize, usize)> = rx.iter().take(n).collect();
+/// seen.sort();
+/// assert_eq!(seen, (0..n).map(|i| (i, n)).collect::<Vec<_>>());
+/// ```
+pub fn spawn_broadcast<OP>(op: OP)
+where
+    OP: Fn(crate::BroadcastContext) + Send + Sync + 'static,
+{
+    crate::pool::thread_pool::spawn_broadcast_in(current_registry(), op);
+}
+
 /// Spawn a `'static` closure: onto the calling worker's deque in its pool
 /// (LIFO for it, stolen oldest first), or from outside every pool into the
 /// global pool. See [`Pool::spawn`].

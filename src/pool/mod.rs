@@ -5,5 +5,7 @@ pub(crate) mod global;
 mod loops;
 pub(crate) mod thread_pool;
 
-pub use global::{current_num_threads, enqueue, enqueue_with_priority, spawn, spawn_fifo};
+pub use global::{
+    current_num_threads, enqueue, enqueue_with_priority, spawn, spawn_broadcast, spawn_fifo,
+};
 pub use thread_pool::{Builder, Pool, current_worker};

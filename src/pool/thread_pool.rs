@@ -466,6 +466,24 @@ impl Pool {
         self.spawn_task_on(worker, TaskRef::from_fn(move |_| f()))
     }
 
+    /// [`spawn_broadcast`](crate::spawn_broadcast) to this pool's workers:
+    /// `op` once on each, strictly placed, without waiting.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.spawn_broadcast(move |ctx| tx.send(ctx.index()).unwrap());
+    /// let mut seen: Vec<usize> = rx.iter().take(2).collect();
+    /// seen.sort();
+    /// assert_eq!(seen, [0, 1]);
+    /// ```
+    pub fn spawn_broadcast<OP>(&self, op: OP)
+    where
+        OP: Fn(crate::BroadcastContext) + Send + Sync + 'static,
+    {
+        spawn_broadcast_in(&self.registry, op);
+    }
+
     /// [`Pool::spawn_on`] for a task node. On error the node is dropped
     /// (cancelled).
     ///
@@ -512,11 +530,52 @@ impl Pool {
     where
         I: IntoIterator<Item = TaskRef>,
     {
+        self.run_reporting_cancel(tasks);
+    }
+
+    /// [`Pool::run`] that says whether the run was cancelled: by one of
+    /// its tasks ([`Context::cancel_run`](crate::Context::cancel_run)) or
+    /// through a scope or run it is nested in. Then `Err(Cancelled)`, once
+    /// every task ran or was dropped unrun (not-started tasks are dropped,
+    /// and with them what their closures own). A panic is resumed as
+    /// `run` does.
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+    /// let ran = Arc::new(AtomicUsize::new(0));
+    /// let ran2 = ran.clone();
+    /// let (mut first, second) = (
+    ///     TaskRef::from_fn(|cx| cx.cancel_run()),
+    ///     TaskRef::from_fn(move |_| { ran2.fetch_add(1, Ordering::Relaxed); }),
+    /// );
+    /// first.precede(&second).unwrap();
+    /// assert_eq!(pool.run_cancellable([first, second]), Err(sixfold::Cancelled));
+    /// assert_eq!(ran.load(Ordering::Relaxed), 0); // dropped, never started
+    /// ```
+    pub fn run_cancellable<I>(&self, tasks: I) -> Result<(), crate::Cancelled>
+    where
+        I: IntoIterator<Item = TaskRef>,
+    {
+        if self.run_reporting_cancel(tasks) {
+            Err(crate::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `run`, returning whether the run's group was cancelled.
+    fn run_reporting_cancel<I>(&self, tasks: I) -> bool
+    where
+        I: IntoIterator<Item = TaskRef>,
+    {
         // Collect first: user iterator code must not run (and perhaps
         // panic) while nodes already point at the group on this frame.
         let tasks: Vec<TaskRef> = tasks.into_iter().collect();
         if tasks.is_empty() {
-            return;
+            return false;
         }
         let registry = &self.registry;
         let group = match WorkerThread::current() {
@@ -533,7 +592,7 @@ impl Pool {
             }
             None => run_from_outside(registry, tasks),
         };
-        resume_panic(group);
+        resume_panic(group)
     }
 
     /// Run every node of `graph` once, each after all its predecessors, and
@@ -710,6 +769,9 @@ fn run_on_worker(worker: &WorkerThread, tasks: Vec<TaskRef>) -> Group {
         OnPanic::Cancel,
         worker.region(),
     );
+    // SAFETY: the context's group outlives this run, which ends inside the
+    // task or body that started it.
+    unsafe { group.set_parent(worker.cancel_context()) };
     worker.prepare_wait(group.used_shared_queue());
     crate::task::node::submit_all(tasks, &group, group.region(), |ready| {
         ready.route_from(worker)
@@ -740,11 +802,13 @@ fn run_from_outside(registry: &Arc<Registry>, tasks: Vec<TaskRef>) -> Group {
     group
 }
 
-/// Resume the first panic of a finished group, if it had one.
-fn resume_panic(group: Group) {
+/// Resume the first panic of a finished group, if it had one; else say
+/// whether it was cancelled.
+fn resume_panic(group: Group) -> bool {
     if let Some(payload) = group.take_panic() {
         unwind::resume_unwinding(payload);
     }
+    group.is_cancelled()
 }
 
 impl Drop for Pool {
@@ -791,4 +855,25 @@ impl Drop for Pool {
 /// ```
 pub fn current_worker() -> Option<usize> {
     WorkerThread::current().map(WorkerThread::index)
+}
+
+/// `spawn_broadcast` into `registry`'s pool: one `'static` task a worker,
+/// each strictly placed on its worker (its mailbox, no proxy: rule 4), in
+/// the pool's static group (`wait_idle` waits for them).
+pub(crate) fn spawn_broadcast_in<OP>(registry: &Arc<Registry>, op: OP)
+where
+    OP: Fn(crate::BroadcastContext) + Send + Sync + 'static,
+{
+    let op = Arc::new(op);
+    let num_threads = registry.num_slots();
+    for index in 0..num_threads {
+        let op = op.clone();
+        let task = TaskRef::from_fn(move |_| op(crate::BroadcastContext::new(index, num_threads)));
+        crate::task::submit::submit_static(
+            registry,
+            task,
+            None,
+            Some(index | STRICT_AFFINITY as usize),
+        );
+    }
 }

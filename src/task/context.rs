@@ -34,6 +34,29 @@ impl<'w> Context<'w> {
         self.worker.registry().num_slots()
     }
 
+    /// Cancel the run this task belongs to (a [`Pool::run`](crate::Pool::run)
+    /// or [`Pool::run_cancellable`](crate::Pool::run_cancellable) of task
+    /// nodes, and the scopes and runs nested in its tasks): its tasks that
+    /// have not started are dropped unrun; running ones see
+    /// [`is_cancelled`](crate::is_cancelled). A `'static` task (`spawn`,
+    /// `enqueue`) belongs to no run: nothing happens. Graph runs have
+    /// their own [`CancelToken`](crate::CancelToken).
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let outcome = pool.run_cancellable([TaskRef::from_fn(|cx| {
+    ///     cx.cancel_run();
+    ///     assert!(sixfold::is_cancelled());
+    /// })]);
+    /// assert_eq!(outcome, Err(sixfold::Cancelled));
+    /// ```
+    pub fn cancel_run(&self) {
+        if !self.group.is_static() {
+            self.group.cancel();
+        }
+    }
+
     /// Push `task` onto this worker's own deque (rule 3 here, rule 6 for a
     /// thief). If it still has predecessors, it runs when they complete.
     // Inlined into the task's `execute`: a fork-join task spawns once per

@@ -816,8 +816,10 @@ unsafe fn execute_node(mut node: NonNull<Header>, worker: &WorkerThread) -> Opti
         loop {
             let mut cx = Context::new(worker, node, group);
             // SAFETY: we own the node; the vtable matches its body type.
-            let returned = match unwind::halt_unwinding(|| unsafe {
-                (header.vtable.execute)(node, &mut cx)
+            // The body runs as work of its group (`is_cancelled`, nested
+            // scopes and runs).
+            let returned = match worker.with_cancel_context(group, || {
+                unwind::halt_unwinding(|| unsafe { (header.vtable.execute)(node, &mut cx) })
             }) {
                 Ok(returned) => returned,
                 Err(payload) => {

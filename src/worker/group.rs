@@ -29,7 +29,7 @@
 //! group may be freed right after).
 
 use crate::platform::latch::CountLatch;
-use crate::platform::sync::{AtomicBool, AtomicUsize, Condvar, Mutex, Ordering, fence};
+use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicUsize, Condvar, Mutex, Ordering, fence};
 use crate::queues::region::Region;
 use crate::queues::shared_queue::SharedQueueFlag;
 use crossbeam_utils::CachePadded;
@@ -58,6 +58,11 @@ pub(crate) struct Group {
     completion: CachePadded<Completion>,
     /// Set by the first panic (or a cancel): not-started nodes are skipped.
     cancelled: AtomicBool,
+    /// The structured group whose task or body made this one (null if
+    /// none): cancelling it cancels this one too (oneTBB's nested
+    /// contexts). It outlives this group: this group's waiter runs inside
+    /// one of its tasks. Written once, before the group is shared.
+    parent: AtomicPtr<Group>,
     /// The first panic of a structured group, resumed by its waiter.
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     /// Whether the group's work went to the shared queue (`WaitAccess`).
@@ -73,6 +78,7 @@ impl Group {
         Group {
             completion: CachePadded::new(Completion::Structured(latch)),
             cancelled: AtomicBool::new(false),
+            parent: AtomicPtr::new(std::ptr::null_mut()),
             panic: Mutex::new(None),
             used_shared_queue: SharedQueueFlag::new(),
             on_panic,
@@ -84,6 +90,7 @@ impl Group {
         Group {
             completion: CachePadded::new(Completion::Static(IdleCounter::new())),
             cancelled: AtomicBool::new(false),
+            parent: AtomicPtr::new(std::ptr::null_mut()),
             panic: Mutex::new(None),
             used_shared_queue: SharedQueueFlag::new(),
             on_panic: OnPanic::RunAll,
@@ -164,9 +171,39 @@ impl Group {
         &self.used_shared_queue
     }
 
+    /// Cancelled, itself or through a parent (`set_parent`)?
     #[inline]
     pub(crate) fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Relaxed)
+        let mut group = self;
+        loop {
+            if group.cancelled.load(Ordering::Relaxed) {
+                return true;
+            }
+            let parent = group.parent.load(Ordering::Relaxed);
+            if parent.is_null() {
+                return false;
+            }
+            // SAFETY: a parent outlives its children (see `parent`).
+            group = unsafe { &*parent };
+        }
+    }
+
+    /// Make this (new, not yet shared) structured group a child of
+    /// `parent`, the structured group of the task or body that makes it
+    /// (`WorkerThread::cancel_context`); a static parent is no parent (the
+    /// pool's `'static` tasks are never cancelled as a whole).
+    ///
+    /// # Safety
+    /// `parent` outlives this group (it does when this group's waiter runs
+    /// inside one of `parent`'s tasks or its body).
+    pub(crate) unsafe fn set_parent(&self, parent: *const Group) {
+        // SAFETY: live per the contract.
+        if let Some(parent) = unsafe { parent.as_ref() }
+            && !parent.is_static()
+        {
+            self.parent
+                .store(std::ptr::from_ref(parent).cast_mut(), Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn cancel(&self) {

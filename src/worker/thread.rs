@@ -56,6 +56,7 @@ use crate::queues::proxy::{Proxy, Taken};
 use crate::queues::region::{self, Region};
 use crate::queues::shared_queue::SharedQueueFlag;
 use crate::worker::credit::CreditFrames;
+use crate::worker::group::Group;
 use crate::worker::registry;
 use std::cell::{Cell, RefCell};
 use std::ptr::{self, NonNull};
@@ -239,6 +240,10 @@ pub(crate) struct WorkerThread {
     lent: *const LentSlot<JobRef>,
     /// Waits on this thread's stack right now (0 in no wait).
     wait_depth: Cell<u32>,
+    /// The structured group (scope or run) of the task or scope body
+    /// running here now, or null: what `is_cancelled` asks, and the parent
+    /// of a scope or run started here (`Group::set_parent`).
+    cancel_context: Cell<*const Group>,
     /// The outermost wait is a pool thread's main loop, whose latch only
     /// says "shut down" (not a guest's, which waits for its caller's work).
     serving: Cell<bool>,
@@ -293,6 +298,7 @@ impl WorkerThread {
             registry,
             previous,
             wait_depth: Cell::new(0),
+            cancel_context: Cell::new(ptr::null()),
             serving: Cell::new(false),
             unit_credit: CreditFrames::new(),
             region: Cell::new(start_region),
@@ -472,7 +478,16 @@ impl WorkerThread {
     /// (A job of an isolated region takes on its region as it runs: see
     /// `job::RegionJob`.)
     #[inline]
-    pub(crate) fn run_chain(&self, mut job: JobRef, mut rule: Rule) {
+    pub(crate) fn run_chain(&self, job: JobRef, rule: Rule) {
+        // A job taken here belongs to no scope or run of ours: those that
+        // do set their own context (`cancel_context`); the rest (a stolen
+        // join half, a pipeline chain) run in none, not in the one this
+        // wait is nested in.
+        self.with_cancel_context(ptr::null(), || self.run_chain_in_no_context(job, rule));
+    }
+
+    #[inline]
+    fn run_chain_in_no_context(&self, mut job: JobRef, mut rule: Rule) {
         loop {
             self.counters().task(rule);
             let next = if self.tracing {
@@ -632,6 +647,26 @@ impl WorkerThread {
         // SAFETY: `lent` points into the registry, which this worker keeps
         // alive; we are the slot's owner; the rest is forwarded.
         unsafe { (*self.lent).offer(job) }
+    }
+
+    /// The structured group of what runs here now (see `cancel_context`).
+    #[inline]
+    pub(crate) fn cancel_context(&self) -> *const Group {
+        self.cancel_context.get()
+    }
+
+    /// Run `f` as work of `group` (its tasks and nested scopes see it as
+    /// their context), then restore the context, also if `f` unwinds.
+    #[inline]
+    pub(crate) fn with_cancel_context<R>(&self, group: *const Group, f: impl FnOnce() -> R) -> R {
+        struct Restore<'w>(&'w Cell<*const Group>, *const Group);
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                self.0.set(self.1);
+            }
+        }
+        let _restore = Restore(&self.cancel_context, self.cancel_context.replace(group));
+        f()
     }
 
     /// Is an offer of ours out? (Then another is refused.)

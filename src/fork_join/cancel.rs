@@ -1,0 +1,165 @@
+//! Cancelling a scope or a run (oneTBB's `task_group::cancel` and
+//! `is_current_task_group_canceling`): [`Scope::cancel`] and
+//! `Context::cancel_run` mark the group; its tasks that have not started
+//! are dropped unrun when a worker takes them (`scope.rs`, `task/node.rs`);
+//! running ones ask [`is_cancelled`]; the `*_cancellable` calls return
+//! [`Cancelled`].
+//!
+//! Nesting: a scope or run made by a task (or scope body) of another is
+//! its child (`Group::set_parent`, from the worker's `cancel_context`), and
+//! a group counts as cancelled when it or any ancestor is. The ancestor
+//! outlives the child: the child's waiter runs inside the ancestor's task.
+//!
+//! Invariant: every task of a cancelled group still releases its unit
+//! (dropped or run), so the waiter returns as always; a cancel never
+//! loses a unit and never runs a task twice.
+
+use super::scope::{Scope, ScopeFifo, finish_scope, scope_on_worker};
+use crate::pool::Pool;
+use crate::worker::thread::WorkerThread;
+use std::fmt;
+
+/// What a cancellable scope or run returns when it was cancelled, itself
+/// or through a scope or run it is nested in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cancelled;
+
+impl fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the scope or run was cancelled")
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
+/// Was the scope or run the calling task belongs to cancelled (or one it
+/// is nested in)? False outside every scope and run, and in a scope body
+/// that runs on a thread outside the pool (ask the scope there:
+/// [`Scope::is_cancelled`]).
+///
+/// A long task checks it now and then to stop early once its answer is no
+/// longer wanted:
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// let steps = AtomicUsize::new(0);
+/// let outcome = pool.scope_cancellable(|s| {
+///     s.spawn(|s| s.cancel());
+///     s.spawn(|_| {
+///         while !sixfold::is_cancelled() {
+///             steps.fetch_add(1, Ordering::Relaxed);
+///             std::thread::yield_now();
+///         }
+///     });
+/// });
+/// assert_eq!(outcome, Err(sixfold::Cancelled));
+/// ```
+pub fn is_cancelled() -> bool {
+    WorkerThread::current().is_some_and(|worker| {
+        // SAFETY: the context is the group of the task or body running on
+        // this thread now, alive while it runs.
+        unsafe { worker.cancel_context().as_ref() }.is_some_and(|group| group.is_cancelled())
+    })
+}
+
+/// [`scope`](crate::scope) that says whether it was cancelled
+/// ([`Scope::cancel`], or a cancelled scope or run it is nested in): then
+/// `Err(Cancelled)` (and `op`'s value is dropped), once every task ran or
+/// was dropped. Panics are resumed as `scope` does.
+///
+/// A search that stops at its first hit:
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// let found = AtomicUsize::new(usize::MAX);
+/// let outcome = sixfold::scope_cancellable(|s| {
+///     for chunk in 0..1000usize {
+///         let found = &found;
+///         s.spawn(move |s| {
+///             if (chunk * 1000..chunk * 1000 + 1000).any(|x| x == 4242) {
+///                 found.store(4242, Ordering::Relaxed);
+///                 s.cancel();
+///             }
+///         });
+///     }
+/// });
+/// assert_eq!(outcome, Err(sixfold::Cancelled));
+/// assert_eq!(found.into_inner(), 4242);
+/// ```
+pub fn scope_cancellable<'scope, OP, R>(op: OP) -> Result<R, Cancelled>
+where
+    OP: FnOnce(&Scope<'scope>) -> R + Send,
+    R: Send,
+{
+    let (value, cancelled) = match WorkerThread::current() {
+        Some(worker) => scope_on_worker(worker, op),
+        None => Pool::global().install(|| {
+            let worker = WorkerThread::current().expect("install runs on a worker");
+            scope_on_worker(worker, op)
+        }),
+    };
+    if cancelled { Err(Cancelled) } else { Ok(value) }
+}
+
+/// [`scope_fifo`](crate::scope_fifo) that says whether it was cancelled,
+/// as [`scope_cancellable`] does.
+///
+/// ```
+/// let outcome = sixfold::scope_fifo_cancellable(|s| {
+///     s.spawn_fifo(|_| {});
+///     7
+/// });
+/// assert_eq!(outcome, Ok(7));
+/// ```
+pub fn scope_fifo_cancellable<'scope, OP, R>(op: OP) -> Result<R, Cancelled>
+where
+    OP: FnOnce(&ScopeFifo<'scope>) -> R + Send,
+    R: Send,
+{
+    let run = |worker: &WorkerThread, op: OP| {
+        let scope = ScopeFifo::new(worker);
+        finish_scope(worker, scope.base(), || op(&scope))
+    };
+    let (value, cancelled) = match WorkerThread::current() {
+        Some(worker) => run(worker, op),
+        None => Pool::global().install(|| {
+            run(
+                WorkerThread::current().expect("install runs on a worker"),
+                op,
+            )
+        }),
+    };
+    if cancelled { Err(Cancelled) } else { Ok(value) }
+}
+
+impl Pool {
+    /// [`scope_cancellable`] inside this pool.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// assert_eq!(pool.scope_cancellable(|s| s.spawn(|_| {})), Ok(()));
+    /// assert_eq!(pool.scope_cancellable(|s| s.cancel()), Err(sixfold::Cancelled));
+    /// ```
+    pub fn scope_cancellable<'scope, OP, R>(&self, op: OP) -> Result<R, Cancelled>
+    where
+        OP: FnOnce(&Scope<'scope>) -> R + Send,
+        R: Send,
+    {
+        self.install(|| scope_cancellable(op))
+    }
+
+    /// [`scope_fifo_cancellable`] inside this pool.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// assert_eq!(pool.scope_fifo_cancellable(|s| s.cancel()), Err(sixfold::Cancelled));
+    /// ```
+    pub fn scope_fifo_cancellable<'scope, OP, R>(&self, op: OP) -> Result<R, Cancelled>
+    where
+        OP: FnOnce(&ScopeFifo<'scope>) -> R + Send,
+        R: Send,
+    {
+        self.install(|| scope_fifo_cancellable(op))
+    }
+}
