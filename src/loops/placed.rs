@@ -91,6 +91,7 @@ where
         for &index in share.indices {
             share.parts[index].run(worker);
         }
+        worker.note_loop_share();
         let latch = &share.parts[share.indices[0]].shared.latch;
         // SAFETY: the latch counts this share's unit; the last touch of the
         // call's memory (the caller may return the moment it is set).
@@ -200,6 +201,9 @@ where
         // Our own unit: the latch is set when the others' are released too.
         // SAFETY: the latch lives on this frame until after the wait.
         unsafe { CountLatch::release(&shared.latch) };
+        // The other shares end within a step's time of ours: wait awake a
+        // while (a woken sleeper pays tens of microseconds a step).
+        worker.note_loop_share();
         worker.wait_until(shared.latch.as_core().expect("a worker's latch"), None);
     }
     if let Some(payload) = shared.panic.lock().take() {

@@ -218,6 +218,10 @@ impl Runner for WorkerThread {
     }
 }
 
+/// How long a worker that ran a loop share searches before its sleep
+/// rounds start (`search_or_sleep`).
+const LOOP_LINGER: std::time::Duration = std::time::Duration::from_micros(200);
+
 /// The state a worker keeps on its own thread. Aligned to its own cache
 /// lines: two workers' boxes allocated side by side must not share one.
 #[repr(align(128))]
@@ -240,6 +244,10 @@ pub(crate) struct WorkerThread {
     lent: *const LentSlot<JobRef>,
     /// Waits on this thread's stack right now (0 in no wait).
     wait_depth: Cell<u32>,
+    /// This worker ran a share of a parallel loop and found nothing else:
+    /// it keeps searching a while before the sleep rounds
+    /// (`search_or_sleep`), for the next step of the loop.
+    ran_loop_share: Cell<bool>,
     /// The structured group (scope or run) of the task or scope body
     /// running here now, or null: what `is_cancelled` asks, and the parent
     /// of a scope or run started here (`Group::set_parent`).
@@ -298,6 +306,7 @@ impl WorkerThread {
             registry,
             previous,
             wait_depth: Cell::new(0),
+            ran_loop_share: Cell::new(false),
             cancel_context: Cell::new(ptr::null()),
             serving: Cell::new(false),
             unit_credit: CreditFrames::new(),
@@ -669,6 +678,13 @@ impl WorkerThread {
         f()
     }
 
+    /// This worker just ran a share of a parallel loop (`search_or_sleep`
+    /// lingers before sleeping).
+    #[inline]
+    pub(crate) fn note_loop_share(&self) {
+        self.ran_loop_share.set(true);
+    }
+
     /// Is an offer of ours out? (Then another is refused.)
     #[inline]
     pub(crate) fn has_offer_out(&self) -> bool {
@@ -932,6 +948,14 @@ impl WorkerThread {
             mailbox.set_idle();
         }
         let mut passed_on = false;
+        // After a loop share: search on, yielding, for `LOOP_LINGER` before
+        // the sleep rounds start (the next step of an iterated loop sends
+        // the next share within microseconds; waking from a real sleep
+        // costs tens of them, a step's whole work in a 100 us stencil).
+        let linger_until = self
+            .ran_loop_share
+            .replace(false)
+            .then(|| std::time::Instant::now() + LOOP_LINGER);
         while !latch.probe() {
             if let Some((job, rule)) = self.find_work_with(access) {
                 mailbox.set_busy();
@@ -945,6 +969,10 @@ impl WorkerThread {
             if !passed_on && self.sees_work_it_may_not_take(access) {
                 passed_on = true;
                 sleep.wake_sleepers();
+            }
+            if linger_until.is_some_and(|until| std::time::Instant::now() < until) {
+                std::thread::yield_now();
+                continue;
             }
             let before = if self.tracing {
                 self.registry.trace_now()

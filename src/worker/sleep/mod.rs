@@ -9,7 +9,11 @@
 //! # Falling asleep
 //!
 //! A worker that finds nothing searches again, in rounds, yielding between
-//! them. After `ROUNDS_UNTIL_SLEEPY` rounds it *gets sleepy*: it makes the
+//! them (one that just ran a share of a parallel loop, or waits for the
+//! other shares of its own, first searches for 200 us, yielding: the next
+//! step of an iterated loop comes within microseconds, and a wake from a
+//! real sleep costs tens of them; `WorkerThread::search_or_sleep`).
+//! After `ROUNDS_UNTIL_SLEEPY` rounds it *gets sleepy*: it makes the
 //! JEC even and remembers it. It searches once more. If that also fails it
 //! takes its sleep lock, moves its latch SLEEPY -> SLEEPING (failing if the
 //! latch was set: then it does not sleep), and in one CAS checks that the
