@@ -15,28 +15,39 @@ use loom::thread;
 use sixfold::loom_api::LoomLent;
 use std::cell::Cell;
 
+/// A thief that looks at the slot twice (it takes only an offer it saw
+/// before) and, if it takes the offer, checks the value it reads there.
+fn spawn_thief(
+    slot: &Arc<LoomLent>,
+    item: &Arc<UnsafeCell<u32>>,
+    expected: fn(u32) -> bool,
+) -> thread::JoinHandle<bool> {
+    let (slot, item) = (slot.clone(), item.clone());
+    thread::spawn(move || {
+        let seen = Cell::new(u64::MAX);
+        for _ in 0..2 {
+            if let Some(taken) = slot.take_if_stale(&seen) {
+                assert!(std::ptr::eq(taken.as_ptr(), &*item));
+                // SAFETY: taking the offer made the cell ours.
+                let value = unsafe { taken.as_ref() }.with(|v| unsafe { *v });
+                assert!(
+                    expected(value),
+                    "the thief read {value}: a race with the owner"
+                );
+                return true;
+            }
+        }
+        false
+    })
+}
+
 /// One offer; the thief looks twice (it takes only an offer it saw before).
 #[test]
 fn owner_or_thief_gets_the_offer_never_both() {
     loom::model(|| {
         let slot = Arc::new(LoomLent::new());
         let item = Arc::new(UnsafeCell::new(0u32));
-        let thief = {
-            let (slot, item) = (slot.clone(), item.clone());
-            thread::spawn(move || {
-                let seen = Cell::new(u64::MAX);
-                for _ in 0..2 {
-                    if let Some(taken) = slot.take_if_stale(&seen) {
-                        assert!(std::ptr::eq(taken.as_ptr(), &*item));
-                        // SAFETY: taking the offer made the cell ours.
-                        let value = unsafe { taken.as_ref() }.with(|v| unsafe { *v });
-                        assert_eq!(value, 7, "the thief read the cell before the owner's write");
-                        return true;
-                    }
-                }
-                false
-            })
-        };
+        let thief = spawn_thief(&slot, &item, |value| value == 7);
         item.with_mut(|v| unsafe { *v = 7 });
         // SAFETY: we own the slot; the cell outlives the offer.
         assert!(unsafe { slot.offer(&item) });
@@ -58,22 +69,7 @@ fn a_later_offer_is_taken_whole_or_not_at_all() {
     loom::model(|| {
         let slot = Arc::new(LoomLent::new());
         let item = Arc::new(UnsafeCell::new(0u32));
-        let thief = {
-            let (slot, item) = (slot.clone(), item.clone());
-            thread::spawn(move || {
-                let seen = Cell::new(u64::MAX);
-                for _ in 0..2 {
-                    if let Some(taken) = slot.take_if_stale(&seen) {
-                        assert!(std::ptr::eq(taken.as_ptr(), &*item));
-                        // SAFETY: taking the offer made the cell ours.
-                        let value = unsafe { taken.as_ref() }.with(|v| unsafe { *v });
-                        assert!(value == 1 || value == 2, "read {value}");
-                        return true;
-                    }
-                }
-                false
-            })
-        };
+        let thief = spawn_thief(&slot, &item, |value| value == 1 || value == 2);
         let mut withdrawn = 0;
         for round in 1..=2 {
             item.with_mut(|v| unsafe { *v = round });
