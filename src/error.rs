@@ -21,6 +21,9 @@ pub enum BuildError {
     /// `Builder::build_global` after the global pool was configured or
     /// used already.
     GlobalPoolAlreadyInitialized,
+    /// `Builder::use_current_thread` on a thread that already is a worker
+    /// of a pool (a thread can be one pool's worker at a time).
+    CurrentThreadIsAWorker,
 }
 
 impl fmt::Display for BuildError {
@@ -35,6 +38,10 @@ impl fmt::Display for BuildError {
                 f,
                 "the global pool has already been initialized (configure it before its first use)"
             ),
+            BuildError::CurrentThreadIsAWorker => write!(
+                f,
+                "use_current_thread: this thread already is a worker of a pool"
+            ),
         }
     }
 }
@@ -43,7 +50,9 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::ThreadSpawn(e) => Some(e),
-            BuildError::TooManyThreads { .. } | BuildError::GlobalPoolAlreadyInitialized => None,
+            BuildError::TooManyThreads { .. }
+            | BuildError::GlobalPoolAlreadyInitialized
+            | BuildError::CurrentThreadIsAWorker => None,
         }
     }
 }

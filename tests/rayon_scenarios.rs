@@ -19,9 +19,9 @@
 //! broadcast, yield and in-place-scope tests.
 //!
 //! Not re-expressed, because they test rayon-only API or mechanisms:
-//! - `spawn_handler` / `use_current_thread`: sixfold's builder always
-//!   starts its own threads (the nearest thing, `num_threads(0)`, is
-//!   covered by `zero_threads_means_the_caller_runs_the_work`).
+//! - `spawn_handler`: sixfold's builder always starts its own threads
+//!   (`use_current_thread` is re-expressed, counting the started threads
+//!   with a start handler instead).
 //! - `stack_overflow_crash`: needs a child-process harness (a crash takes
 //!   down the whole test binary); `stack_size` is exercised by
 //!   `failed_thread_stack_fails_the_build_and_starts_at_most_one_thread`.
@@ -1659,4 +1659,88 @@ fn in_place_scope_runs_every_task_and_resumes_the_body_panic() {
     });
     assert_eq!(message, "Hello, world!");
     assert_eq!(ran.into_inner(), 10);
+}
+
+// ---------------------------------------------------------------------
+// use_current_thread (rayon-core's tests/use_current_thread.rs).
+
+#[test]
+fn use_current_thread_makes_the_builder_worker_0_and_starts_one_thread_less() {
+    within("a use_current_thread pool", Duration::from_secs(60), || {
+        let started = Arc::new(AtomicUsize::new(0));
+        let s = started.clone();
+        let pool = Pool::builder()
+            .num_threads(2)
+            .use_current_thread()
+            .start_handler(move |_| {
+                s.fetch_add(1, Ordering::SeqCst);
+            })
+            .build()
+            .unwrap();
+        assert_eq!(sixfold::current_thread_index(), Some(0));
+        pool.install(|| assert_eq!(sixfold::current_thread_index(), Some(0)));
+        // A thread is one pool's worker at a time.
+        assert!(matches!(
+            Pool::builder().num_threads(2).use_current_thread().build(),
+            Err(BuildError::CurrentThreadIsAWorker)
+        ));
+        // Spawned from worker 0, which then blocks: the other worker takes
+        // it from worker 0's deque.
+        let pair = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let pair2 = pair.clone();
+        pool.spawn(move || {
+            assert_ne!(sixfold::current_thread_index(), Some(0));
+            *pair2.0.lock().unwrap() = true;
+            pair2.1.notify_one();
+        });
+        let ran = pair
+            .1
+            .wait_while(pair.0.lock().unwrap(), |ran| !*ran)
+            .unwrap();
+        drop(ran);
+        // Joins and scopes of this thread run in the pool, the other
+        // worker helping.
+        let (a, b) = sixfold::join(|| 1, sixfold::current_num_threads);
+        assert_eq!((a, b), (1, 2));
+        let mut seen = Vec::new();
+        sixfold::scope(|s| {
+            s.spawn(|_| seen.push(sixfold::current_thread_index().is_some()));
+        });
+        assert_eq!(seen, [true]);
+        assert_eq!(
+            started.load(Ordering::SeqCst),
+            1,
+            "one thread started, not two"
+        );
+        drop(pool);
+        // An outside thread again: free functions use the global pool.
+        assert_eq!(sixfold::current_thread_index(), None);
+    });
+}
+
+/// Dropped on its thread, the pool first runs what is left for worker 0:
+/// a strict task for it (which no other worker may run) included.
+#[test]
+fn use_current_thread_pool_runs_its_work_for_worker_0_before_it_drops() {
+    within(
+        "dropping a use_current_thread pool",
+        Duration::from_secs(60),
+        || {
+            let pool = Pool::builder()
+                .num_threads(2)
+                .use_current_thread()
+                .build()
+                .unwrap();
+            let (tx, rx) = channel();
+            pool.spawn_on(0, move || tx.send(sixfold::current_thread_index()).unwrap())
+                .unwrap();
+            pool.wait_idle();
+            assert_eq!(rx.recv().unwrap(), Some(0));
+            let (tx, rx) = channel();
+            pool.spawn_on(0, move || tx.send(sixfold::current_thread_index()).unwrap())
+                .unwrap();
+            drop(pool);
+            assert_eq!(rx.recv().unwrap(), Some(0));
+        },
+    );
 }

@@ -52,6 +52,7 @@ pub struct Builder {
     pinning: Pinning,
     topology: Option<Topology>,
     trace: bool,
+    use_current_thread: bool,
 }
 
 impl fmt::Debug for Builder {
@@ -79,6 +80,34 @@ impl Builder {
     /// another pool, starts a temporary thread that drains it.
     pub fn num_threads(mut self, n: usize) -> Self {
         self.num_threads = Some(n);
+        self
+    }
+
+    /// Make the building thread the pool's worker 0 (rayon's
+    /// `use_current_thread`): the pool starts `num_threads - 1` threads,
+    /// and this thread's own `join`, `scope`, loops and calls into the pool
+    /// run as worker 0 of it, with the others stealing from it. It runs no
+    /// main loop: it takes part in the pool's work while it waits in such
+    /// a call, so work placed on worker 0 alone (a strict task, its share
+    /// of a `broadcast` from another thread) waits until it does. Drop the
+    /// pool on this thread: the drop first runs, as worker 0, what is left
+    /// for the pool, then makes the thread an outside thread again (a pool
+    /// dropped on another thread leaves this one worker 0 of a pool with
+    /// no other threads). No start or exit handler and no pinning apply to
+    /// it. `build` fails with [`BuildError::CurrentThreadIsAWorker`] on a
+    /// thread that already is a worker.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).use_current_thread().build().unwrap();
+    /// assert_eq!(sixfold::current_thread_index(), Some(0));
+    /// let (a, b) = sixfold::join(|| sixfold::current_thread_index(), || 2 + 2);
+    /// assert_eq!((a, b), (Some(0), 4));
+    /// assert_eq!(pool.install(|| sixfold::current_num_threads()), 2);
+    /// drop(pool);
+    /// assert_eq!(sixfold::current_thread_index(), None);
+    /// ```
+    pub fn use_current_thread(mut self) -> Self {
+        self.use_current_thread = true;
         self
     }
 
@@ -172,8 +201,14 @@ impl Builder {
     /// have been stopped and joined.
     pub fn build(self) -> Result<Pool, BuildError> {
         let num_threads = self.num_threads.unwrap_or_else(default_num_threads);
+        // The building thread is one of them: at least one.
+        let num_threads = if self.use_current_thread {
+            num_threads.max(1)
+        } else {
+            num_threads
+        };
         let topology = self.topology.unwrap_or_else(Topology::detect);
-        let (registry, threads) = Registry::start(RegistryConfig {
+        let started = Registry::start(RegistryConfig {
             num_threads,
             thread_name: self.thread_name,
             stack_size: self.stack_size,
@@ -183,8 +218,16 @@ impl Builder {
             topology,
             pinning: self.pinning,
             trace: self.trace,
+            adopt_current_thread: self.use_current_thread,
         })?;
-        Ok(Pool { registry, threads })
+        let registry = started.registry;
+        if let Some(deque) = started.adopted {
+            crate::worker::lifecycle::adopt_current_thread(&registry, deque);
+        }
+        Ok(Pool {
+            registry,
+            threads: started.handles,
+        })
     }
 }
 
@@ -677,6 +720,21 @@ impl Pool {
     /// When called from a worker of this same pool: it would wait for the
     /// task it is running.
     pub fn wait_idle(&self) {
+        if let Some(worker) = WorkerThread::current_in(&self.registry)
+            && crate::worker::lifecycle::is_adopted_here(&self.registry)
+            && !worker.in_a_wait()
+        {
+            // The building thread of a `use_current_thread` pool, outside
+            // every task: it works as worker 0 meanwhile.
+            let idle = self.registry.static_group.idle_counter();
+            worker.help_until(
+                || idle.is_zero(),
+                || {
+                    idle.wait_zero(Some(Duration::from_millis(1)));
+                },
+            );
+            return;
+        }
         assert!(
             WorkerThread::current_in(&self.registry).is_none(),
             "Pool::wait_idle called from inside the pool would wait for its own task"
@@ -815,6 +873,10 @@ impl Drop for Pool {
     /// Runs every task already spawned or enqueued, then stops and joins
     /// the worker threads.
     fn drop(&mut self) {
+        // The building thread of a `use_current_thread` pool runs what is
+        // left as worker 0, then leaves the slot: from here on it is an
+        // outside thread, and the drop goes on as from one.
+        crate::worker::lifecycle::release_adopted(&self.registry);
         if WorkerThread::current_in(&self.registry).is_some() {
             // Dropped by one of its own tasks: we cannot wait for ourselves
             // here. A helper thread waits until every queued `'static` task

@@ -14,6 +14,12 @@
 //! flag plus a SeqCst fence on both sides make sure work pushed while the
 //! drainer decides to exit is not stranded.
 //!
+//! `Builder::use_current_thread` makes the building thread worker 0 for
+//! good (`adopt_current_thread`): no thread and no main loop for slot 0;
+//! the thread works for the pool while it waits in a call, and dropping
+//! the pool on it runs what is left and gives the slot up
+//! (`release_adopted`).
+//!
 //! Waits across pools: `in_worker` is the one door into a pool for a
 //! blocking call. From a worker of *another* pool the job's latch is owned
 //! by that worker, which waits by working on its own pool and sleeps on
@@ -37,14 +43,90 @@ use crate::worker::thread::{
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+/// What `Registry::start` hands to `Pool::build`.
+pub(crate) struct Started {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) handles: Vec<JoinHandle<()>>,
+    /// Slot 0's deque, for the building thread (`use_current_thread`).
+    pub(crate) adopted: Option<Worker<JobRef>>,
+}
+
+thread_local! {
+    /// The pool slot this thread was made worker of by
+    /// `Builder::use_current_thread`, until the pool is dropped here.
+    static ADOPTED: std::cell::RefCell<Option<WorkerGuard>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Make the calling thread worker 0 of `registry` for good (until
+/// `release_adopted` on this thread): its own joins, scopes and calls into
+/// the pool run as that worker, and it takes part in the pool's work only
+/// while it waits in such a call (it runs no main loop), as rayon's
+/// `use_current_thread`. No start or exit handler runs for it, and it is
+/// not pinned.
+pub(crate) fn adopt_current_thread(registry: &Arc<Registry>, deque: Worker<JobRef>) {
+    sleep::prepare_thread();
+    let guard = WorkerThread::enter(deque, 0, registry.clone(), GUEST_STACK_BUDGET);
+    ADOPTED.with(|slot| *slot.borrow_mut() = Some(guard));
+}
+
+/// Is the calling thread `registry`'s adopted worker 0?
+pub(crate) fn is_adopted_here(registry: &Arc<Registry>) -> bool {
+    ADOPTED.with(|slot| {
+        slot.borrow()
+            .as_ref()
+            .is_some_and(|guard| Arc::ptr_eq(guard.registry(), registry))
+    })
+}
+
+/// If the calling thread is `registry`'s adopted worker 0, outside every
+/// task of it: run the pool's work until no `'static` task is left (its
+/// mailbox's strict tasks included), then make the thread an outside
+/// thread again. True if it was.
+pub(crate) fn release_adopted(registry: &Arc<Registry>) -> bool {
+    let ours = ADOPTED.with(|slot| {
+        slot.borrow()
+            .as_ref()
+            .is_some_and(|guard| Arc::ptr_eq(guard.registry(), registry) && !guard.in_a_wait())
+    });
+    if !ours {
+        return false;
+    }
+    let idle = registry.static_group.idle_counter();
+    ADOPTED.with(|slot| {
+        if let Some(guard) = slot.borrow().as_ref() {
+            guard.help_until(
+                || idle.is_zero(),
+                || {
+                    idle.wait_zero(Some(std::time::Duration::from_millis(1)));
+                },
+            );
+        }
+    });
+    if let Some(guard) = ADOPTED.with(|slot| slot.borrow_mut().take()) {
+        // Nothing of the pool's is left on it: every `'static` task ran,
+        // and no structured wait is open on this thread.
+        drop(guard.leave());
+    }
+    true
+}
+
 impl Registry {
-    /// Build the registry for `config` and start its worker threads.
-    pub(crate) fn start(
-        mut config: RegistryConfig,
-    ) -> Result<(Arc<Registry>, Vec<JoinHandle<()>>), BuildError> {
+    /// Build the registry for `config` and start its worker threads; with
+    /// `adopt_current_thread`, slot 0's deque comes back instead of a
+    /// thread (`adopt_current_thread` below makes the caller its worker).
+    pub(crate) fn start(mut config: RegistryConfig) -> Result<Started, BuildError> {
+        if config.adopt_current_thread && WorkerThread::current().is_some() {
+            return Err(BuildError::CurrentThreadIsAWorker);
+        }
         let (registry, deques) = shared::Registry::new(&mut config, drainer_main)?;
         let mut handles = Vec::with_capacity(config.num_threads);
-        for (index, deque) in deques.into_iter().enumerate() {
+        let mut deques = deques.into_iter().enumerate().peekable();
+        let adopted = if config.adopt_current_thread {
+            deques.next().map(|(_, deque)| deque)
+        } else {
+            None
+        };
+        for (index, deque) in deques {
             let name = match config.thread_name.as_mut() {
                 // A panicking naming closure must not leave the threads
                 // already started running for the life of the process.
@@ -70,7 +152,11 @@ impl Registry {
                 }
             }
         }
-        Ok((registry, handles))
+        Ok(Started {
+            registry,
+            handles,
+            adopted,
+        })
     }
 
     /// A build failed part way: stop the threads already started and join

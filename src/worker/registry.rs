@@ -85,6 +85,9 @@ pub(crate) struct RegistryConfig {
     pub(crate) topology: Topology,
     pub(crate) pinning: Pinning,
     pub(crate) trace: bool,
+    /// Slot 0 is the building thread's (`Builder::use_current_thread`): no
+    /// thread is started for it.
+    pub(crate) adopt_current_thread: bool,
 }
 
 pub(crate) struct Registry<W: Runner> {

@@ -678,6 +678,12 @@ impl WorkerThread {
         f()
     }
 
+    /// Is a wait open on this thread (a join, scope or run waiting, or the
+    /// main loop)?
+    pub(crate) fn in_a_wait(&self) -> bool {
+        self.wait_depth.get() > 0
+    }
+
     /// This worker just ran a share of a parallel loop (`search_or_sleep`
     /// lingers before sleeping).
     #[inline]
