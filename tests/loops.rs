@@ -532,11 +532,15 @@ fn the_trace_names_loop_pieces_and_stats_count_placed_parts_by_rule() {
         .filter(|t| t.name.as_deref() == Some("loop piece"))
         .count();
     assert!(named >= 20, "{named} tasks named for loop pieces");
-    // Worker 1's part of each loop is a task of its own: taken from its
-    // mailbox (rule 4), or, if worker 1 was stuck (a loaded machine), by
-    // worker 0 through the proxy (its deque or the shared queue).
+    // The other worker's part of each loop is a task of its own: taken
+    // from its mailbox (rule 4); or through the proxy the caller keeps in
+    // its deque, by the target itself if it steals it there first (rule 6:
+    // a worker that just ran a share keeps searching, steals included), or
+    // by the caller if the target was stuck (a loaded machine: its own
+    // deque, or the shared queue the proxy was deferred to).
     let parts = stats.by_rule(Rule::Mailbox)
         + stats.by_rule(Rule::OwnDeque)
-        + stats.by_rule(Rule::SharedQueue);
+        + stats.by_rule(Rule::SharedQueue)
+        + stats.by_rule(Rule::Steal);
     assert!(parts >= 20, "{parts} part tasks for 20 loops: {stats:?}");
 }
