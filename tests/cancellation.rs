@@ -210,3 +210,56 @@ fn a_cancel_after_every_task_ran_drops_nothing_and_an_uncancelled_scope_is_ok() 
     assert!(result.is_err());
     assert_eq!(ran.into_inner(), 10);
 }
+
+#[test]
+fn a_run_is_cancelled_from_another_thread_through_its_token() {
+    within(
+        "a run cancelled from outside",
+        Duration::from_secs(60),
+        || {
+            let pool = Pool::builder().num_threads(2).build().unwrap();
+            let token = sixfold::CancelToken::standalone();
+            let started = Arc::new(AtomicBool::new(false));
+            let after = Arc::new(AtomicUsize::new(0));
+            let dropped = Arc::new(AtomicUsize::new(0));
+            let s = started.clone();
+            let mut first = TaskRef::from_fn(move |_| {
+                s.store(true, Ordering::SeqCst);
+                while !sixfold::is_cancelled() {
+                    std::thread::yield_now();
+                }
+            });
+            let (a, owned) = (after.clone(), DropOnce(dropped.clone()));
+            let second = TaskRef::from_fn(move |_| {
+                let _owned = &owned;
+                a.fetch_add(1, Ordering::SeqCst);
+            });
+            first.precede(&second).unwrap();
+            let remote = token.clone();
+            let canceller = std::thread::spawn(move || {
+                while !started.load(Ordering::SeqCst) {
+                    std::thread::yield_now();
+                }
+                remote.cancel();
+            });
+            assert_eq!(
+                pool.run_cancellable_with([first, second], &token),
+                Err(Cancelled)
+            );
+            canceller.join().unwrap();
+            assert_eq!(after.load(Ordering::SeqCst), 0, "the successor started");
+            assert_eq!(dropped.load(Ordering::SeqCst), 1);
+            // A fired token stays fired: the next run it is given drops all.
+            let ran = Arc::new(AtomicBool::new(false));
+            let r = ran.clone();
+            let task = TaskRef::from_fn(move |_| r.store(true, Ordering::SeqCst));
+            assert_eq!(pool.run_cancellable_with([task], &token), Err(Cancelled));
+            assert!(!ran.load(Ordering::SeqCst));
+            let fresh = sixfold::CancelToken::standalone();
+            assert_eq!(
+                pool.run_cancellable_with([TaskRef::from_fn(|_| {})], &fresh),
+                Ok(())
+            );
+        },
+    );
+}

@@ -1,6 +1,7 @@
 //! Cancelling a scope or a run (oneTBB's `task_group::cancel` and
 //! `is_current_task_group_canceling`): [`Scope::cancel`] and
-//! `Context::cancel_run` mark the group; its tasks that have not started
+//! `Context::cancel_run` mark the group (a run may also be given a
+//! `CancelToken`, asked with the flag); its tasks that have not started
 //! are dropped unrun when a worker takes them (`scope.rs`, `task/node.rs`);
 //! running ones ask [`is_cancelled`]; the `*_cancellable` calls return
 //! [`Cancelled`].
@@ -21,6 +22,12 @@ use std::fmt;
 
 /// What a cancellable scope or run returns when it was cancelled, itself
 /// or through a scope or run it is nested in.
+///
+/// ```
+/// let err = sixfold::scope_cancellable(|s| s.cancel()).unwrap_err();
+/// assert_eq!(err, sixfold::Cancelled);
+/// assert_eq!(err.to_string(), "the scope or run was cancelled");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cancelled;
 

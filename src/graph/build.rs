@@ -38,6 +38,34 @@ impl CancelToken {
     pub(crate) fn new(target: Arc<dyn CancelTarget>) -> Self {
         CancelToken { target }
     }
+
+    /// A token of its own, for [`Pool::run_cancellable_with`](crate::Pool::run_cancellable_with):
+    /// fired by any thread that holds a clone, it cancels the run (or runs)
+    /// it was given to. Unlike a graph's or a pipeline's token it stays
+    /// fired: a run given a fired token drops all its tasks.
+    ///
+    /// ```
+    /// let token = sixfold::CancelToken::standalone();
+    /// assert!(!token.is_cancelled());
+    /// token.clone().cancel();
+    /// assert!(token.is_cancelled());
+    /// ```
+    pub fn standalone() -> Self {
+        CancelToken::new(Arc::new(StandaloneFlag::default()))
+    }
+}
+
+/// The flag of a standalone token.
+#[derive(Default)]
+struct StandaloneFlag(std::sync::atomic::AtomicBool);
+
+impl CancelTarget for StandaloneFlag {
+    fn cancel(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn is_cancelled(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl fmt::Debug for CancelToken {

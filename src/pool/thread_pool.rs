@@ -573,7 +573,7 @@ impl Pool {
     where
         I: IntoIterator<Item = TaskRef>,
     {
-        self.run_reporting_cancel(tasks);
+        self.run_reporting_cancel(tasks, None);
     }
 
     /// [`Pool::run`] that says whether the run was cancelled: by one of
@@ -602,15 +602,49 @@ impl Pool {
     where
         I: IntoIterator<Item = TaskRef>,
     {
-        if self.run_reporting_cancel(tasks) {
+        if self.run_reporting_cancel(tasks, None) {
             Err(crate::Cancelled)
         } else {
             Ok(())
         }
     }
 
-    /// `run`, returning whether the run's group was cancelled.
-    fn run_reporting_cancel<I>(&self, tasks: I) -> bool
+    /// [`Pool::run_cancellable`], also cancelled when `token` fires, from
+    /// any thread (a [`CancelToken::standalone`], or a graph's or a
+    /// pipeline's token to stop them together).
+    ///
+    /// ```
+    /// use sixfold::{CancelToken, TaskRef};
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let token = CancelToken::standalone();
+    /// let remote = token.clone();
+    /// let waits = TaskRef::from_fn(|_| {
+    ///     while !sixfold::is_cancelled() {
+    ///         std::thread::yield_now();
+    ///     }
+    /// });
+    /// let canceller = std::thread::spawn(move || remote.cancel());
+    /// assert_eq!(pool.run_cancellable_with([waits], &token), Err(sixfold::Cancelled));
+    /// canceller.join().unwrap();
+    /// ```
+    pub fn run_cancellable_with<I>(
+        &self,
+        tasks: I,
+        token: &crate::CancelToken,
+    ) -> Result<(), crate::Cancelled>
+    where
+        I: IntoIterator<Item = TaskRef>,
+    {
+        if self.run_reporting_cancel(tasks, Some(token.clone())) {
+            Err(crate::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `run`, returning whether the run's group was cancelled (also by
+    /// `token`, if given).
+    fn run_reporting_cancel<I>(&self, tasks: I, token: Option<crate::CancelToken>) -> bool
     where
         I: IntoIterator<Item = TaskRef>,
     {
@@ -623,17 +657,18 @@ impl Pool {
         let registry = &self.registry;
         let group = match WorkerThread::current() {
             Some(worker) if Arc::ptr_eq(worker.registry(), registry) => {
-                run_on_worker(worker, tasks)
+                run_on_worker(worker, tasks, token)
             }
             // A worker of another pool waits by working on its own: run
             // from one of ours, entered through an entry job.
             Some(_) => {
-                return registry.in_worker(|worker| resume_panic(run_on_worker(worker, tasks)));
+                return registry
+                    .in_worker(|worker| resume_panic(run_on_worker(worker, tasks, token)));
             }
             None if registry.num_threads() == 0 => {
-                registry.with_guest(|worker| run_on_worker(worker, tasks))
+                registry.with_guest(|worker| run_on_worker(worker, tasks, token))
             }
-            None => run_from_outside(registry, tasks),
+            None => run_from_outside(registry, tasks, token),
         };
         resume_panic(group)
     }
@@ -820,12 +855,19 @@ impl Pool {
 
 /// `run` from a worker of the pool: submit, then work until the group is
 /// empty. Returns the group so the caller can take its panic.
-fn run_on_worker(worker: &WorkerThread, tasks: Vec<TaskRef>) -> Group {
+fn run_on_worker(
+    worker: &WorkerThread,
+    tasks: Vec<TaskRef>,
+    token: Option<crate::CancelToken>,
+) -> Group {
     let registry = worker.registry();
-    let group = Group::structured(
-        CountLatch::for_worker(registry.wake_owner(worker.index())),
-        OnPanic::Cancel,
-        worker.region(),
+    let group = with_token(
+        Group::structured(
+            CountLatch::for_worker(registry.wake_owner(worker.index())),
+            OnPanic::Cancel,
+            worker.region(),
+        ),
+        token,
     );
     // SAFETY: the context's group outlives this run, which ends inside the
     // task or body that started it.
@@ -845,11 +887,18 @@ fn run_on_worker(worker: &WorkerThread, tasks: Vec<TaskRef>) -> Group {
 
 /// `run` from a thread outside every pool: submit, then block until the
 /// group is empty.
-fn run_from_outside(registry: &Arc<Registry>, tasks: Vec<TaskRef>) -> Group {
-    let group = Group::structured(
-        CountLatch::for_thread(),
-        OnPanic::Cancel,
-        region::outside_current(),
+fn run_from_outside(
+    registry: &Arc<Registry>,
+    tasks: Vec<TaskRef>,
+    token: Option<crate::CancelToken>,
+) -> Group {
+    let group = with_token(
+        Group::structured(
+            CountLatch::for_thread(),
+            OnPanic::Cancel,
+            region::outside_current(),
+        ),
+        token,
     );
     crate::task::node::submit_all(tasks, &group, group.region(), |ready| {
         ready.route(registry, None)
@@ -858,6 +907,14 @@ fn run_from_outside(registry: &Arc<Registry>, tasks: Vec<TaskRef>) -> Group {
     unsafe { CountLatch::release(group.latch()) };
     group.latch().wait_blocking();
     group
+}
+
+/// `group`, also cancelled when `token` fires.
+fn with_token(group: Group, token: Option<crate::CancelToken>) -> Group {
+    match token {
+        Some(token) => group.with_external_cancel(Box::new(move || token.is_cancelled())),
+        None => group,
+    }
 }
 
 /// Resume the first panic of a finished group, if it had one; else say

@@ -63,6 +63,10 @@ pub(crate) struct Group {
     /// contexts). It outlives this group: this group's waiter runs inside
     /// one of its tasks. Written once, before the group is shared.
     parent: AtomicPtr<Group>,
+    /// A cancel from outside the group's tasks (a run given a token:
+    /// `Pool::run_cancellable_with`), asked with the flag. Set before the
+    /// group is shared.
+    external: Option<Box<dyn Fn() -> bool + Send + Sync>>,
     /// The first panic of a structured group, resumed by its waiter.
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     /// Whether the group's work went to the shared queue (`WaitAccess`).
@@ -79,6 +83,7 @@ impl Group {
             completion: CachePadded::new(Completion::Structured(latch)),
             cancelled: AtomicBool::new(false),
             parent: AtomicPtr::new(std::ptr::null_mut()),
+            external: None,
             panic: Mutex::new(None),
             used_shared_queue: SharedQueueFlag::new(),
             on_panic,
@@ -91,6 +96,7 @@ impl Group {
             completion: CachePadded::new(Completion::Static(IdleCounter::new())),
             cancelled: AtomicBool::new(false),
             parent: AtomicPtr::new(std::ptr::null_mut()),
+            external: None,
             panic: Mutex::new(None),
             used_shared_queue: SharedQueueFlag::new(),
             on_panic: OnPanic::RunAll,
@@ -176,7 +182,9 @@ impl Group {
     pub(crate) fn is_cancelled(&self) -> bool {
         let mut group = self;
         loop {
-            if group.cancelled.load(Ordering::Relaxed) {
+            if group.cancelled.load(Ordering::Relaxed)
+                || group.external.as_ref().is_some_and(|fired| fired())
+            {
                 return true;
             }
             let parent = group.parent.load(Ordering::Relaxed);
@@ -186,6 +194,15 @@ impl Group {
             // SAFETY: a parent outlives its children (see `parent`).
             group = unsafe { &*parent };
         }
+    }
+
+    /// Also cancelled when `fired` says so (a token fired from anywhere).
+    pub(crate) fn with_external_cancel(
+        mut self,
+        fired: Box<dyn Fn() -> bool + Send + Sync>,
+    ) -> Self {
+        self.external = Some(fired);
+        self
     }
 
     /// Make this (new, not yet shared) structured group a child of
