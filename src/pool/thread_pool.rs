@@ -610,7 +610,7 @@ impl Pool {
     }
 
     /// [`Pool::run_cancellable`], also cancelled when `token` fires, from
-    /// any thread (a [`CancelToken::standalone`], or a graph's or a
+    /// any thread (a [`CancelToken::standalone`](crate::CancelToken::standalone), or a graph's or a
     /// pipeline's token to stop them together).
     ///
     /// ```
