@@ -40,9 +40,10 @@ impl fmt::Display for Cancelled {
 impl std::error::Error for Cancelled {}
 
 /// Was the scope or run the calling task belongs to cancelled (or one it
-/// is nested in)? False outside every scope and run, and in a scope body
-/// that runs on a thread outside the pool (ask the scope there:
-/// [`Scope::is_cancelled`]).
+/// is nested in)? False outside every scope and run, in a scope body that
+/// runs on a thread outside the pool, and in the second closure of a
+/// `join` that another worker stole (it runs as work of no scope there):
+/// ask the scope in those places ([`Scope::is_cancelled`]).
 ///
 /// A long task checks it now and then to stop early once its answer is no
 /// longer wanted:
