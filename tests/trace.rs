@@ -174,3 +174,28 @@ fn joins_and_sleeps_are_traced_and_off_means_empty() {
     let empty = untraced.take_trace();
     assert!(empty.tasks.is_empty() && empty.sleeps.is_empty());
 }
+
+/// A record's end is settled by the worker's next clock reading; the idle
+/// path takes one before it searches, so the time a worker then spends
+/// idle is never counted as the last task's.
+#[test]
+fn a_task_ends_when_it_returns_not_when_its_worker_next_works() {
+    use std::time::Duration;
+    let pool = Pool::builder().num_threads(1).trace(true).build().unwrap();
+    let _ = pool.take_trace();
+    pool.install(|| std::thread::sleep(Duration::from_millis(2)));
+    std::thread::sleep(Duration::from_millis(300));
+    pool.install(|| ());
+    let trace = pool.take_trace();
+    assert_eq!(trace.tasks.len(), 2, "{:?}", trace.tasks);
+    let (first, second) = (&trace.tasks[0], &trace.tasks[1]);
+    assert!(
+        first.end_ns - first.start_ns >= 2_000_000,
+        "the task slept 2 ms: {first:?}"
+    );
+    assert!(
+        first.end_ns + 100_000_000 <= second.start_ns,
+        "the first task ends before the 300 ms idle gap: {first:?} {second:?}"
+    );
+    assert!(second.end_ns >= second.start_ns);
+}

@@ -2,6 +2,7 @@
 //! optional trace of task and sleep events (`trace.rs`). Every layer writes
 //! here; this layer imports none of them.
 
+pub(crate) mod clock;
 pub(crate) mod stats;
 pub(crate) mod trace;
 

@@ -24,6 +24,7 @@
 //! followed by the sleep protocol's `new_injected_jobs` (fence F1).
 
 use crate::error::BuildError;
+use crate::observe::clock::TraceClock;
 use crate::observe::stats::{Stats, WorkerCounters};
 use crate::observe::trace::{self, Trace, TraceBuffer};
 use crate::platform::latch::CoreLatch;
@@ -45,7 +46,6 @@ use parking_lot::Mutex;
 use std::any::Any;
 use std::ptr;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// The owner's end of a worker's deque.
 pub(crate) type Deque<W> = Worker<JobRef<W>>;
@@ -109,9 +109,9 @@ pub(crate) struct Registry<W: Runner> {
     pub(super) stack_size: Option<usize>,
     topology: Topology,
     pinning: Pinning,
-    /// Tracing on, and the time trace records count from.
+    /// Tracing on, and the clock trace records count in.
     trace: bool,
-    epoch: Instant,
+    clock: TraceClock,
     /// Per worker slot: the other workers, nearest first.
     victims: Box<[VictimTiers]>,
 }
@@ -173,7 +173,7 @@ impl<W: Runner> Registry<W> {
             topology: config.topology.clone(),
             pinning: config.pinning,
             trace: config.trace,
-            epoch: Instant::now(),
+            clock: TraceClock::new(),
         });
 
         Ok((registry, deques.take(config.num_threads).collect()))
@@ -250,10 +250,10 @@ impl<W: Runner> Registry<W> {
         self.trace
     }
 
-    /// Nanoseconds since the pool was built.
+    /// Now, in trace-clock ticks (`observe/clock.rs`).
     #[inline]
     pub(crate) fn trace_now(&self) -> u64 {
-        trace::since(self.epoch)
+        self.clock.ticks()
     }
 
     pub(crate) fn trace_buffer(&self, index: usize) -> &TraceBuffer {
@@ -267,6 +267,7 @@ impl<W: Runner> Registry<W> {
             self.thread_infos.iter().map(|info| &info.trace),
             self.num_slots(),
             from_outside,
+            &self.clock,
         )
     }
 
