@@ -196,27 +196,35 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
     }
 }
 
-/// With tracing on: one node per job, so that each gets its own record
-/// (`run_chain` follows rule 2 through `Next`), named after the node.
+/// With tracing on: the same tight loop, with a record a node, named after
+/// the node (the job's record, opened by the worker loop, is cut at each
+/// successor: `WorkerThread::trace_next_task`).
 #[cold]
-fn execute_traced(node: &'static Node<'static>, worker: &WorkerThread) -> Option<Next> {
+fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Option<Next> {
     // SAFETY: the run state outlives the graph's nodes.
     let shared = unsafe { node.shared.as_ref() };
-    let names = shared.names.load(Ordering::Relaxed).cast_const();
-    // SAFETY: `node` is an element of the running graph's node array.
-    let index = unsafe { index_of(shared, node) };
-    // SAFETY: `names` has an entry per node while the graph runs, or is
-    // empty (no node has a name).
-    let name = (index < shared.names_len.load(Ordering::Relaxed))
-        .then(|| unsafe { (*names.add(index)).clone() })
-        .flatten();
-    // SAFETY: `node` is ready; this is its only execution in this run.
-    let next = unsafe { run_node(node, worker, shared.replay()) };
-    worker.set_trace_name(name);
-    next.map(|succ| Next {
-        job: node_job(succ, shared.region()),
-        rule: Rule::Successor,
-    })
+    let replay = shared.replay();
+    loop {
+        let names = shared.names.load(Ordering::Relaxed).cast_const();
+        // SAFETY: `node` is an element of the running graph's node array.
+        let index = unsafe { index_of(shared, node) };
+        // SAFETY: `names` has an entry per node while the graph runs, or is
+        // empty (no node has a name).
+        let name = (index < shared.names_len.load(Ordering::Relaxed))
+            .then(|| unsafe { (*names.add(index)).clone() })
+            .flatten();
+        // SAFETY: `node` is ready; this is its only execution in this run.
+        let next = unsafe { run_node(node, worker, replay) };
+        worker.set_trace_name(name);
+        match next {
+            Some(succ) => {
+                worker.count_task(Rule::Successor);
+                worker.trace_next_task(Rule::Successor);
+                node = succ;
+            }
+            None => return None,
+        }
+    }
 }
 
 /// Reset a ready node's count, run its body unless the run is cancelled,

@@ -274,6 +274,9 @@ pub(crate) struct WorkerThread {
     /// How many records at the end of `trace_batch` still wait for their
     /// end time: the next clock reading on this worker (`trace_read`).
     trace_open_ends: Cell<usize>,
+    /// The innermost traced task running on this worker: when it started
+    /// and the rule that supplied it (`traced`, `trace_next_task`).
+    trace_running: Cell<Option<(u64, Rule)>>,
 }
 
 impl WorkerThread {
@@ -318,6 +321,7 @@ impl WorkerThread {
             trace_name: RefCell::new(None),
             trace_batch: RefCell::new(Vec::new()),
             trace_open_ends: Cell::new(0),
+            trace_running: Cell::new(None),
             steal_floor: approximate_stack_pointer().saturating_sub(stack_budget / 2),
         }));
         WORKER_THREAD.with(|cell| cell.set(ptr));
@@ -532,10 +536,24 @@ impl WorkerThread {
     /// announced before it runs, recorded when it ends.
     pub(crate) fn traced<R>(&self, rule: Rule, task: impl FnOnce() -> R) -> R {
         self.registry.trace_buffer(self.index).task_started();
-        let start = self.trace_read();
+        let outer = self.trace_running.replace(Some((self.trace_read(), rule)));
         let result = task();
-        self.record_task(rule, start);
+        if let Some((start, rule)) = self.trace_running.replace(outer) {
+            self.record_task(rule, start);
+        }
         result
+    }
+
+    /// The traced task running here ends, and the next one (supplied by
+    /// `rule`) starts in the same job: a graph chain run in one tight loop
+    /// (rule 2) still gets a record a node, at one clock reading a node.
+    #[inline]
+    pub(crate) fn trace_next_task(&self, rule: Rule) {
+        if let Some((start, ended)) = self.trace_running.get() {
+            self.record_task(ended, start);
+        }
+        self.registry.trace_buffer(self.index).task_started();
+        self.trace_running.set(Some((self.trace_read(), rule)));
     }
 
     /// Read the trace clock, and give the reading to the records whose end
@@ -567,13 +585,18 @@ impl WorkerThread {
     }
 
     /// The task that is ending names itself for its trace record.
+    #[inline]
     pub(crate) fn set_trace_name(&self, name: Option<Arc<str>>) {
-        *self.trace_name.borrow_mut() = name;
+        let mut slot = self.trace_name.borrow_mut();
+        if name.is_some() || slot.is_some() {
+            *slot = name;
+        }
     }
 
     /// Record a task that started at `start` (announced with
     /// `TraceBuffer::task_started`) and ends now: its end is the next
     /// reading (`trace_read`).
+    #[inline]
     fn record_task(&self, rule: Rule, start: u64) {
         let name = self.trace_name.borrow_mut().take();
         let full = {
