@@ -128,6 +128,7 @@ where
 /// `b` taken back and run inline, with a trace record around it; then the
 /// results as `join` returns them (the first closure's panic wins).
 #[cold]
+#[inline(never)]
 fn traced_inline<RA, B, RB>(
     worker: &WorkerThread,
     result_a: Result<RA, Box<dyn Any + Send>>,

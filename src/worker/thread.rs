@@ -267,16 +267,24 @@ pub(crate) struct WorkerThread {
     /// The pool records a trace (`trace.rs`): copied here, so the hot path
     /// tests a flag it owns.
     tracing: bool,
+    /// What tracing keeps on the worker, boxed: the untraced hot paths
+    /// never read it, so it takes no room on their cache lines.
+    trace: Box<TraceLocal>,
+}
+
+/// A worker's own trace state (`observe/trace.rs`).
+#[derive(Default)]
+struct TraceLocal {
     /// The name the task that just ran gave itself, for its trace record.
-    trace_name: RefCell<Option<Arc<str>>>,
+    name: RefCell<Option<Arc<str>>>,
     /// Trace records not yet in the registry's buffer (no lock per task).
-    trace_batch: RefCell<Vec<TaskEvent>>,
-    /// How many records at the end of `trace_batch` still wait for their
-    /// end time: the next clock reading on this worker (`trace_read`).
-    trace_open_ends: Cell<usize>,
+    batch: RefCell<Vec<TaskEvent>>,
+    /// How many records at the end of `batch` still wait for their end
+    /// time: the next clock reading on this worker (`trace_read`).
+    open_ends: Cell<usize>,
     /// The innermost traced task running on this worker: when it started
     /// and the rule that supplied it (`traced`, `trace_next_task`).
-    trace_running: Cell<Option<(u64, Rule)>>,
+    running: Cell<Option<(u64, Rule)>>,
 }
 
 impl WorkerThread {
@@ -318,10 +326,7 @@ impl WorkerThread {
             unit_credit: CreditFrames::new(),
             region: Cell::new(start_region),
             tracing: registry_tracing,
-            trace_name: RefCell::new(None),
-            trace_batch: RefCell::new(Vec::new()),
-            trace_open_ends: Cell::new(0),
-            trace_running: Cell::new(None),
+            trace: Box::default(),
             steal_floor: approximate_stack_pointer().saturating_sub(stack_budget / 2),
         }));
         WORKER_THREAD.with(|cell| cell.set(ptr));
@@ -536,9 +541,9 @@ impl WorkerThread {
     /// announced before it runs, recorded when it ends.
     pub(crate) fn traced<R>(&self, rule: Rule, task: impl FnOnce() -> R) -> R {
         self.registry.trace_buffer(self.index).task_started();
-        let outer = self.trace_running.replace(Some((self.trace_read(), rule)));
+        let outer = self.trace.running.replace(Some((self.trace_read(), rule)));
         let result = task();
-        if let Some((start, rule)) = self.trace_running.replace(outer) {
+        if let Some((start, rule)) = self.trace.running.replace(outer) {
             self.record_task(rule, start);
         }
         result
@@ -549,11 +554,11 @@ impl WorkerThread {
     /// (rule 2) still gets a record a node, at one clock reading a node.
     #[inline]
     pub(crate) fn trace_next_task(&self, rule: Rule) {
-        if let Some((start, ended)) = self.trace_running.get() {
+        if let Some((start, ended)) = self.trace.running.get() {
             self.record_task(ended, start);
         }
         self.registry.trace_buffer(self.index).task_started();
-        self.trace_running.set(Some((self.trace_read(), rule)));
+        self.trace.running.set(Some((self.trace_read(), rule)));
     }
 
     /// Read the trace clock, and give the reading to the records whose end
@@ -567,9 +572,9 @@ impl WorkerThread {
     #[inline]
     fn trace_read(&self) -> u64 {
         let now = self.registry.trace_now();
-        let open = self.trace_open_ends.replace(0);
+        let open = self.trace.open_ends.replace(0);
         if open > 0 {
-            let mut batch = self.trace_batch.borrow_mut();
+            let mut batch = self.trace.batch.borrow_mut();
             let len = batch.len();
             for record in &mut batch[len - open..] {
                 record.end_ns = now;
@@ -587,7 +592,7 @@ impl WorkerThread {
     /// The task that is ending names itself for its trace record.
     #[inline]
     pub(crate) fn set_trace_name(&self, name: Option<Arc<str>>) {
-        let mut slot = self.trace_name.borrow_mut();
+        let mut slot = self.trace.name.borrow_mut();
         if name.is_some() || slot.is_some() {
             *slot = name;
         }
@@ -598,9 +603,9 @@ impl WorkerThread {
     /// reading (`trace_read`).
     #[inline]
     fn record_task(&self, rule: Rule, start: u64) {
-        let name = self.trace_name.borrow_mut().take();
+        let name = self.trace.name.borrow_mut().take();
         let full = {
-            let mut batch = self.trace_batch.borrow_mut();
+            let mut batch = self.trace.batch.borrow_mut();
             batch.push(TaskEvent {
                 worker: self.index,
                 rule,
@@ -610,7 +615,7 @@ impl WorkerThread {
             });
             batch.len() >= trace::BATCH
         };
-        self.trace_open_ends.set(self.trace_open_ends.get() + 1);
+        self.trace.open_ends.set(self.trace.open_ends.get() + 1);
         if full {
             self.flush_trace();
         }
@@ -621,7 +626,7 @@ impl WorkerThread {
     pub(crate) fn flush_trace(&self) {
         if self.tracing {
             self.trace_read();
-            let mut batch = self.trace_batch.borrow_mut();
+            let mut batch = self.trace.batch.borrow_mut();
             self.registry.trace_buffer(self.index).flush(&mut batch);
         }
     }
