@@ -1194,3 +1194,72 @@ fn large_graphs_built_one_after_another_run_right_and_drop_their_bodies() {
         );
     }
 }
+
+/// A chain's links run by rule 2 without looking at a count; a link stops
+/// being one when the graph changes between runs: a second predecessor
+/// (the successor then waits for both), a dispatch to the shared queue (it
+/// goes there, rule 5), an affinity (its worker's mailbox).
+#[test]
+fn chain_links_follow_edits_between_runs() {
+    let pool = pool(2);
+    let slow_done = AtomicBool::new(false);
+    let c_saw_slow = AtomicUsize::new(0);
+    let c_runs = AtomicUsize::new(0);
+    let mut g = Graph::new();
+    let a = g.add(|| {});
+    let b = g.add(|| {});
+    let c = g.add(|| {
+        c_runs.fetch_add(1, Ordering::Relaxed);
+        if slow_done.load(Ordering::Acquire) {
+            c_saw_slow.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    g.precede(a, b).unwrap();
+    g.precede(b, c).unwrap();
+    let before = pool.stats();
+    pool.run_graph(&mut g).unwrap();
+    let stats = pool.stats().since(&before);
+    assert_eq!(
+        stats.by_rule(Rule::Successor),
+        2,
+        "a chain of three: two links"
+    );
+
+    // A second predecessor of `c`, slow: `c` must wait for it.
+    let d = g.add(|| {
+        std::thread::sleep(Duration::from_millis(30));
+        slow_done.store(true, Ordering::Release);
+    });
+    g.precede(d, c).unwrap();
+    let mut linked = None;
+    for _ in 0..3 {
+        slow_done.store(false, Ordering::Release);
+        let before = pool.stats();
+        pool.run_graph(&mut g).unwrap();
+        linked = Some(pool.stats().since(&before));
+    }
+    let linked = linked.unwrap();
+    assert_eq!(c_runs.load(Ordering::Relaxed), 4);
+    assert_eq!(
+        c_saw_slow.load(Ordering::Relaxed),
+        3,
+        "c ran before its second predecessor"
+    );
+
+    // `b -> c` is no link now; `a -> b` still is. Enqueue `b`: it goes to
+    // the shared queue.
+    g.set_dispatch(b, Dispatch::Enqueue).unwrap();
+    let before = pool.stats();
+    pool.run_graph(&mut g).unwrap();
+    let stats = pool.stats().since(&before);
+    assert_eq!(
+        stats.by_rule(Rule::SharedQueue),
+        linked.by_rule(Rule::SharedQueue) + 1,
+        "b by rule 5 (the roots come that way too): {stats:?}"
+    );
+    assert_eq!(
+        stats.by_rule(Rule::Successor) + 1,
+        linked.by_rule(Rule::Successor),
+        "b no longer by rule 2: {stats:?}"
+    );
+}

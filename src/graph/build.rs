@@ -284,6 +284,7 @@ impl<'a> Graph<'a> {
             dispatch: Dispatch::Spawn,
             priority: Priority::Normal,
             last_worker: AtomicU16::new(NO_WORKER),
+            chain_link: false,
             successors: SuccessorList::default(),
             shared: NonNull::from(&*self.shared),
             call,
@@ -322,6 +323,7 @@ impl<'a> Graph<'a> {
     pub fn set_dispatch(&mut self, node: NodeId, dispatch: Dispatch) -> Result<(), GraphError> {
         let i = self.check(node)?;
         self.nodes[i].dispatch = dispatch;
+        self.shape_dirty = true;
         Ok(())
     }
 
@@ -561,6 +563,16 @@ impl<'a> Graph<'a> {
             // Oldest edge first, as they were added.
             self.successor_pool[offset..].reverse();
             self.nodes[a as usize].successors.inline = [offset as u32, 0];
+        }
+        for i in 0..self.nodes.len() {
+            let list = self.nodes[i].successors;
+            let link = list.len == 1 && {
+                let next = &self.nodes[list.inline[0] as usize];
+                next.in_degree == 1
+                    && next.dispatch == Dispatch::Spawn
+                    && next.affinity == NO_AFFINITY
+            };
+            self.nodes[i].chain_link = link;
         }
         self.trace_names.clear();
         if !self.names.is_empty() {

@@ -299,6 +299,18 @@ unsafe fn complete<'a>(
     // SAFETY: the run state outlives the graph's nodes.
     let shared = unsafe { node.shared.as_ref() };
     let list = node.successors;
+    let base = shared
+        .nodes
+        .load(Ordering::Relaxed)
+        .cast_const()
+        .cast::<Node<'a>>();
+    if node.chain_link && !replay {
+        // Our successor waits for us alone and goes nowhere in particular:
+        // its count was never written (`pending.rs`), and it is ours.
+        prefetch_for_write(ptr::from_ref(node).wrapping_add(PREFETCH_AHEAD));
+        // SAFETY: successor indices are in bounds of the running graph.
+        return Some(unsafe { &*base.add(list.inline[0] as usize) });
+    }
     if list.len == 0 {
         let latch = shared.latch.load(Ordering::Relaxed);
         // SAFETY: the latch lives on the caller's frame until its count,
@@ -306,11 +318,6 @@ unsafe fn complete<'a>(
         unsafe { CountLatch::release(latch) };
         return None;
     }
-    let base = shared
-        .nodes
-        .load(Ordering::Relaxed)
-        .cast_const()
-        .cast::<Node<'a>>();
     let successors = if list.len <= 2 {
         list.inline.as_ptr()
     } else {
