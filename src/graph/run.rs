@@ -113,7 +113,7 @@ where
         }
         if node.children.fetch_sub(1, Ordering::AcqRel) == 1 {
             // SAFETY: the last unit of the node: it completes now, once.
-            unsafe { complete(node, worker, shared.replay()) }.map(|succ| Next {
+            unsafe { complete(node, shared, worker, shared.replay()) }.map(|succ| Next {
                 job: node_job(succ, shared.region()),
                 rule: Rule::Successor,
             })
@@ -181,12 +181,14 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
     if worker.tracing() {
         return execute_traced(node, worker);
     }
-    // Read once per job, not per node: a chain is a hot loop.
+    // Read once per job, not per node: a chain is a hot loop, and every
+    // node of a run points at the same run state.
     // SAFETY: the run state outlives the graph's nodes.
-    let replay = unsafe { node.shared.as_ref() }.replay();
+    let shared = unsafe { node.shared.as_ref() };
+    let replay = shared.replay();
     loop {
         // SAFETY: `node` is ready (its job was taken, or we made it ready).
-        match unsafe { run_node(node, worker, replay) } {
+        match unsafe { run_node(node, shared, worker, replay) } {
             Some(next) => {
                 worker.count_task(Rule::Successor);
                 node = next;
@@ -214,7 +216,7 @@ fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Op
             .then(|| unsafe { (*names.add(index)).clone() })
             .flatten();
         // SAFETY: `node` is ready; this is its only execution in this run.
-        let next = unsafe { run_node(node, worker, replay) };
+        let next = unsafe { run_node(node, shared, worker, replay) };
         worker.set_trace_name(name);
         match next {
             Some(succ) => {
@@ -232,15 +234,15 @@ fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Op
 /// next here, if any.
 ///
 /// # Safety
-/// `node` is ready, and this is its only execution in this run.
+/// `node` is ready, and this is its only execution in this run; `shared`
+/// is the run state of its graph.
 #[inline(always)]
 unsafe fn run_node<'a>(
     node: &'a Node<'a>,
+    shared: &RunShared,
     worker: &WorkerThread,
     replay: bool,
 ) -> Option<&'a Node<'a>> {
-    // SAFETY: the run state outlives the graph's nodes.
-    let shared = unsafe { node.shared.as_ref() };
     if pending::needs_reset(node.in_degree) {
         // Ready for the next run: nobody decrements it again in this one.
         // SAFETY: the count array has an entry per node of the running
@@ -273,7 +275,7 @@ unsafe fn run_node<'a>(
         return None;
     }
     // SAFETY: the node's body and children are done: it completes once.
-    unsafe { complete(node, worker, replay) }
+    unsafe { complete(node, shared, worker, replay) }
 }
 
 /// How many nodes past itself, in the graph's storage, a finishing node
@@ -289,15 +291,15 @@ const PREFETCH_AHEAD: usize = 8;
 /// release the run's latch.
 ///
 /// # Safety
-/// Called once per node and run, when its body and children are done.
+/// Called once per node and run, when its body and children are done;
+/// `shared` is the run state of its graph.
 #[inline(always)]
 unsafe fn complete<'a>(
     node: &Node<'a>,
+    shared: &RunShared,
     worker: &WorkerThread,
     replay: bool,
 ) -> Option<&'a Node<'a>> {
-    // SAFETY: the run state outlives the graph's nodes.
-    let shared = unsafe { node.shared.as_ref() };
     let list = node.successors;
     let base = shared
         .nodes
