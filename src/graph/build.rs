@@ -323,7 +323,7 @@ impl<'a> Graph<'a> {
     pub fn set_dispatch(&mut self, node: NodeId, dispatch: Dispatch) -> Result<(), GraphError> {
         let i = self.check(node)?;
         self.nodes[i].dispatch = dispatch;
-        self.shape_dirty = true;
+        self.relink_predecessor_of(i);
         Ok(())
     }
 
@@ -341,6 +341,7 @@ impl<'a> Graph<'a> {
             Some(w) => u32::try_from(w).unwrap_or(u32::MAX - 1).min(u32::MAX - 1),
             None => NO_AFFINITY,
         };
+        self.relink_predecessor_of(i);
         self.affinity_dirty = true;
         self.shape_dirty = true;
         Ok(())
@@ -442,6 +443,9 @@ impl<'a> Graph<'a> {
                 names: names.join(" -> "),
             });
         }
+        // `b`'s one predecessor so far, whose link to `b` this edge ends.
+        let sole_pred = (self.nodes[b].in_degree == 1)
+            .then(|| self.edges[self.meta[b].first_pred as usize].from as usize);
         let edge = u32::try_from(self.edges.len())
             .ok()
             .filter(|&e| e != NO_EDGE)
@@ -468,6 +472,10 @@ impl<'a> Graph<'a> {
             _ => {}
         }
         self.nodes[b].in_degree += 1;
+        self.relink(a);
+        if let Some(p) = sole_pred {
+            self.relink(p);
+        }
         *self.pending[b].get_mut() += 1;
         self.root_bits[b / 64] &= !(1 << (b % 64));
         self.shape_dirty = true;
@@ -539,6 +547,28 @@ impl<'a> Graph<'a> {
         edge_list(&self.edges, self.meta[i].first_pred, |e| e.next_pred).map(|e| e.from)
     }
 
+    /// Whether node `p` hands its successor over as a chain link
+    /// (`Node::chain_link`), from the graph as it is now. Kept by every edit
+    /// that can change it (an edge from `p` or into its successor, the
+    /// successor's dispatch or affinity), so a run reads it as it is.
+    #[inline]
+    fn relink(&mut self, p: usize) {
+        let list = self.nodes[p].successors;
+        let link = list.len == 1 && {
+            let next = &self.nodes[list.inline[0] as usize];
+            next.in_degree == 1 && next.dispatch == Dispatch::Spawn && next.affinity == NO_AFFINITY
+        };
+        self.nodes[p].chain_link = link;
+    }
+
+    /// `relink` the one predecessor of node `i`, if it has exactly one.
+    fn relink_predecessor_of(&mut self, i: usize) {
+        if self.nodes[i].in_degree == 1 {
+            let p = self.edges[self.meta[i].first_pred as usize].from;
+            self.relink(p as usize);
+        }
+    }
+
     /// Recompute roots, the sink count, the largest affinity and the run's
     /// successor lists after the graph changed (once per change, not per
     /// run).
@@ -563,16 +593,6 @@ impl<'a> Graph<'a> {
             // Oldest edge first, as they were added.
             self.successor_pool[offset..].reverse();
             self.nodes[a as usize].successors.inline = [offset as u32, 0];
-        }
-        for i in 0..self.nodes.len() {
-            let list = self.nodes[i].successors;
-            let link = list.len == 1 && {
-                let next = &self.nodes[list.inline[0] as usize];
-                next.in_degree == 1
-                    && next.dispatch == Dispatch::Spawn
-                    && next.affinity == NO_AFFINITY
-            };
-            self.nodes[i].chain_link = link;
         }
         self.trace_names.clear();
         if !self.names.is_empty() {

@@ -139,7 +139,7 @@ pub(crate) struct Node<'a> {
     /// The node's one successor has it as its one predecessor and no
     /// placement (spawn dispatch, no affinity): finishing the node makes
     /// it ready with no count to look at, and it runs next here by rule 2
-    /// (set by `Graph::refresh_shape`; a chain's every link).
+    /// (kept by the builder's edits, `Graph::relink`; a chain's every link).
     pub(super) chain_link: bool,
     pub(super) successors: SuccessorList,
     /// The graph's run state (in an `Arc`, so stable while nodes move).
