@@ -285,6 +285,7 @@ impl<'a> Graph<'a> {
             priority: Priority::Normal,
             last_worker: AtomicU16::new(NO_WORKER),
             chain_link: false,
+            sole_pred_of: 0,
             successors: SuccessorList::default(),
             shared: NonNull::from(&*self.shared),
             call,
@@ -548,7 +549,8 @@ impl<'a> Graph<'a> {
     }
 
     /// Whether node `p` hands its successor over as a chain link
-    /// (`Node::chain_link`), from the graph as it is now. Kept by every edit
+    /// (`Node::chain_link`), and which of its successors have it as their
+    /// one predecessor (`Node::sole_pred_of`), from the graph as it is now. Kept by every edit
     /// that can change it (an edge from `p` or into its successor, the
     /// successor's dispatch or affinity), so a run reads it as it is.
     #[inline]
@@ -558,7 +560,17 @@ impl<'a> Graph<'a> {
             let next = &self.nodes[list.inline[0] as usize];
             next.in_degree == 1 && next.dispatch == Dispatch::Spawn && next.affinity == NO_AFFINITY
         };
-        self.nodes[p].chain_link = link;
+        let mut sole = 0;
+        if list.len <= 2 {
+            for k in 0..list.len as usize {
+                if self.nodes[list.inline[k] as usize].in_degree == 1 {
+                    sole |= 1 << k;
+                }
+            }
+        }
+        let node = &mut self.nodes[p];
+        node.chain_link = link;
+        node.sole_pred_of = sole;
     }
 
     /// `relink` the one predecessor of node `i`, if it has exactly one.

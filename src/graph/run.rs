@@ -344,8 +344,11 @@ unsafe fn complete<'a>(
         // SAFETY: `k` is within the node's list; successor indices are in
         // bounds of the running graph.
         let index = unsafe { *successors.add(k) } as usize;
+        // Our successor alone (`sole_pred_of`, bits for an inline list
+        // only) is ready now; its count was never written (`pending.rs`).
+        let sole = k < 2 && node.sole_pred_of & (1 << k) != 0;
         // SAFETY: as above; the count array has an entry per node.
-        if !pending::arrive(unsafe { &*counts.add(index) }, exclusive) {
+        if !sole && !pending::arrive(unsafe { &*counts.add(index) }, exclusive) {
             continue;
         }
         // Ready: the first touch of its node in this run.
