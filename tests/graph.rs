@@ -1205,10 +1205,20 @@ fn chain_links_follow_edits_between_runs() {
     let slow_done = AtomicBool::new(false);
     let c_saw_slow = AtomicUsize::new(0);
     let c_runs = AtomicUsize::new(0);
+    let c_off_worker_1 = AtomicUsize::new(0);
+    let c_pinned = AtomicBool::new(false);
+    let b_slow = AtomicBool::new(false);
     let mut g = Graph::new();
     let a = g.add(|| {});
-    let b = g.add(|| {});
+    let b = g.add(|| {
+        if b_slow.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    });
     let c = g.add(|| {
+        if c_pinned.load(Ordering::Relaxed) && current_worker() != Some(1) {
+            c_off_worker_1.fetch_add(1, Ordering::Relaxed);
+        }
         c_runs.fetch_add(1, Ordering::Relaxed);
         if slow_done.load(Ordering::Acquire) {
             c_saw_slow.fetch_add(1, Ordering::Relaxed);
@@ -1227,8 +1237,10 @@ fn chain_links_follow_edits_between_runs() {
 
     // A second predecessor of `c`, slow: `c` must wait for it.
     let d = g.add(|| {
-        std::thread::sleep(Duration::from_millis(30));
-        slow_done.store(true, Ordering::Release);
+        if !b_slow.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(30));
+            slow_done.store(true, Ordering::Release);
+        }
     });
     g.precede(d, c).unwrap();
     let mut linked = None;
@@ -1261,5 +1273,21 @@ fn chain_links_follow_edits_between_runs() {
         stats.by_rule(Rule::Successor) + 1,
         linked.by_rule(Rule::Successor),
         "b no longer by rule 2: {stats:?}"
+    );
+
+    // `c`, with two predecessors now, is bound to worker 1: whichever
+    // finishes last (`b`, the older predecessor, now, bound to worker 0)
+    // must send it there, not keep it.
+    g.set_strict_affinity(b, 0).unwrap();
+    g.set_strict_affinity(c, 1).unwrap();
+    c_pinned.store(true, Ordering::Relaxed);
+    b_slow.store(true, Ordering::Relaxed);
+    for _ in 0..8 {
+        pool.run_graph(&mut g).unwrap();
+    }
+    assert_eq!(
+        c_off_worker_1.load(Ordering::Relaxed),
+        0,
+        "c ran off its worker"
     );
 }
