@@ -1198,7 +1198,7 @@ fn large_graphs_built_one_after_another_run_right_and_drop_their_bodies() {
 /// A chain's links run by rule 2 without looking at a count; a link stops
 /// being one when the graph changes between runs: a second predecessor
 /// (the successor then waits for both), a dispatch to the shared queue (it
-/// goes there, rule 5), an affinity (its worker's mailbox).
+/// goes there, rule 5), an affinity (its worker, not the predecessor's).
 #[test]
 fn chain_links_follow_edits_between_runs() {
     let pool = pool(2);
@@ -1208,9 +1208,13 @@ fn chain_links_follow_edits_between_runs() {
     let c_off_worker_1 = AtomicUsize::new(0);
     let c_pinned = AtomicBool::new(false);
     let b_slow = AtomicBool::new(false);
+    let b_off_worker_0 = AtomicUsize::new(0);
     let mut g = Graph::new();
     let a = g.add(|| {});
     let b = g.add(|| {
+        if c_pinned.load(Ordering::Relaxed) && current_worker() != Some(0) {
+            b_off_worker_0.fetch_add(1, Ordering::Relaxed);
+        }
         if b_slow.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(30));
         }
@@ -1278,6 +1282,10 @@ fn chain_links_follow_edits_between_runs() {
     // `c`, with two predecessors now, is bound to worker 1: whichever
     // finishes last (`b`, the older predecessor, now, bound to worker 0)
     // must send it there, not keep it.
+    // And `b`'s one predecessor `a` runs on worker 1 while `b` is bound to
+    // worker 0: the link from `a` must not keep it.
+    g.set_dispatch(b, Dispatch::Spawn).unwrap();
+    g.set_strict_affinity(a, 1).unwrap();
     g.set_strict_affinity(b, 0).unwrap();
     g.set_strict_affinity(c, 1).unwrap();
     c_pinned.store(true, Ordering::Relaxed);
@@ -1289,5 +1297,10 @@ fn chain_links_follow_edits_between_runs() {
         c_off_worker_1.load(Ordering::Relaxed),
         0,
         "c ran off its worker"
+    );
+    assert_eq!(
+        b_off_worker_0.load(Ordering::Relaxed),
+        0,
+        "b ran off its worker"
     );
 }

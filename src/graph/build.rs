@@ -284,8 +284,6 @@ impl<'a> Graph<'a> {
             dispatch: Dispatch::Spawn,
             priority: Priority::Normal,
             last_worker: AtomicU16::new(NO_WORKER),
-            chain_link: false,
-            sole_pred_of: 0,
             successors: SuccessorList::default(),
             shared: NonNull::from(&*self.shared),
             call,
@@ -324,7 +322,6 @@ impl<'a> Graph<'a> {
     pub fn set_dispatch(&mut self, node: NodeId, dispatch: Dispatch) -> Result<(), GraphError> {
         let i = self.check(node)?;
         self.nodes[i].dispatch = dispatch;
-        self.relink_predecessor_of(i);
         Ok(())
     }
 
@@ -342,7 +339,6 @@ impl<'a> Graph<'a> {
             Some(w) => u32::try_from(w).unwrap_or(u32::MAX - 1).min(u32::MAX - 1),
             None => NO_AFFINITY,
         };
-        self.relink_predecessor_of(i);
         self.affinity_dirty = true;
         self.shape_dirty = true;
         Ok(())
@@ -444,9 +440,6 @@ impl<'a> Graph<'a> {
                 names: names.join(" -> "),
             });
         }
-        // `b`'s one predecessor so far, whose link to `b` this edge ends.
-        let sole_pred = (self.nodes[b].in_degree == 1)
-            .then(|| self.edges[self.meta[b].first_pred as usize].from as usize);
         let edge = u32::try_from(self.edges.len())
             .ok()
             .filter(|&e| e != NO_EDGE)
@@ -473,10 +466,6 @@ impl<'a> Graph<'a> {
             _ => {}
         }
         self.nodes[b].in_degree += 1;
-        self.relink(a);
-        if let Some(p) = sole_pred {
-            self.relink(p);
-        }
         *self.pending[b].get_mut() += 1;
         self.root_bits[b / 64] &= !(1 << (b % 64));
         self.shape_dirty = true;
@@ -546,39 +535,6 @@ impl<'a> Graph<'a> {
     /// Node `i`'s predecessors, newest edge first.
     fn predecessors_of(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
         edge_list(&self.edges, self.meta[i].first_pred, |e| e.next_pred).map(|e| e.from)
-    }
-
-    /// Whether node `p` hands its successor over as a chain link
-    /// (`Node::chain_link`), and which of its successors have it as their
-    /// one predecessor (`Node::sole_pred_of`), from the graph as it is now. Kept by every edit
-    /// that can change it (an edge from `p` or into its successor, the
-    /// successor's dispatch or affinity), so a run reads it as it is.
-    #[inline]
-    fn relink(&mut self, p: usize) {
-        let list = self.nodes[p].successors;
-        let link = list.len == 1 && {
-            let next = &self.nodes[list.inline[0] as usize];
-            next.in_degree == 1 && next.dispatch == Dispatch::Spawn && next.affinity == NO_AFFINITY
-        };
-        let mut sole = 0;
-        if list.len <= 2 {
-            for k in 0..list.len as usize {
-                if self.nodes[list.inline[k] as usize].in_degree == 1 {
-                    sole |= 1 << k;
-                }
-            }
-        }
-        let node = &mut self.nodes[p];
-        node.chain_link = link;
-        node.sole_pred_of = sole;
-    }
-
-    /// `relink` the one predecessor of node `i`, if it has exactly one.
-    fn relink_predecessor_of(&mut self, i: usize) {
-        if self.nodes[i].in_degree == 1 {
-            let p = self.edges[self.meta[i].first_pred as usize].from;
-            self.relink(p as usize);
-        }
     }
 
     /// Recompute roots, the sink count, the largest affinity and the run's

@@ -136,15 +136,6 @@ pub(crate) struct Node<'a> {
     /// The worker that ran the node last (`NO_WORKER`: none yet), for
     /// affinity replay.
     pub(super) last_worker: AtomicU16,
-    /// The node's one successor has it as its one predecessor and no
-    /// placement (spawn dispatch, no affinity): finishing the node makes
-    /// it ready with no count to look at, and it runs next here by rule 2
-    /// (kept by the builder's edits, `Graph::relink`; a chain's every link).
-    pub(super) chain_link: bool,
-    /// Bit `k`: inline successor `k` has this node as its one predecessor,
-    /// so finishing the node makes it ready with no count to read (a
-    /// tree's every edge; kept with `chain_link`).
-    pub(super) sole_pred_of: u8,
     pub(super) successors: SuccessorList,
     /// The graph's run state (in an `Arc`, so stable while nodes move).
     pub(super) shared: NonNull<RunShared>,

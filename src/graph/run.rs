@@ -306,12 +306,17 @@ unsafe fn complete<'a>(
         .load(Ordering::Relaxed)
         .cast_const()
         .cast::<Node<'a>>();
-    if node.chain_link && !replay {
-        // Our successor waits for us alone and goes nowhere in particular:
-        // its count was never written (`pending.rs`), and it is ours.
-        prefetch_for_write(ptr::from_ref(node).wrapping_add(PREFETCH_AHEAD));
+    if list.len == 1 && !replay {
         // SAFETY: successor indices are in bounds of the running graph.
-        return Some(unsafe { &*base.add(list.inline[0] as usize) });
+        let succ = unsafe { &*base.add(list.inline[0] as usize) };
+        // A chain link: our one successor waits for us alone and goes
+        // nowhere in particular. Its count was never written (`pending.rs`)
+        // and it runs next, here (rule 2): its line, read for this test,
+        // is the one it runs from.
+        if succ.in_degree == 1 && succ.dispatch == Dispatch::Spawn && succ.affinity == NO_AFFINITY {
+            prefetch_for_write(ptr::from_ref(node).wrapping_add(PREFETCH_AHEAD));
+            return Some(succ);
+        }
     }
     if list.len == 0 {
         let latch = shared.latch.load(Ordering::Relaxed);
@@ -344,11 +349,8 @@ unsafe fn complete<'a>(
         // SAFETY: `k` is within the node's list; successor indices are in
         // bounds of the running graph.
         let index = unsafe { *successors.add(k) } as usize;
-        // Our successor alone (`sole_pred_of`, bits for an inline list
-        // only) is ready now; its count was never written (`pending.rs`).
-        let sole = k < 2 && node.sole_pred_of & (1 << k) != 0;
         // SAFETY: as above; the count array has an entry per node.
-        if !sole && !pending::arrive(unsafe { &*counts.add(index) }, exclusive) {
+        if !pending::arrive(unsafe { &*counts.add(index) }, exclusive) {
             continue;
         }
         // Ready: the first touch of its node in this run.
