@@ -790,6 +790,18 @@ impl WorkerThread {
                 Resolved::Deferred => break,
             }
         }
+        // Work lent out around a pipeline stage body (`lent.rs`): a run
+        // started in this region lends its chain from whichever worker
+        // runs its items, and when that worker is blocked in a body, this
+        // wait may be the only one left to take it (the other items of the
+        // run could wait for it forever).
+        let job = self.take_lent()?;
+        if job.region() == region {
+            return Some((job, Rule::Steal));
+        }
+        // Not this region's: taken, so it must run, but not in this wait.
+        // The shared queue hands it to a worker outside the region.
+        self.registry.inject(job, Some(self.index));
         None
     }
 
