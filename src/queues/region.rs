@@ -15,13 +15,15 @@
 //! of each job it runs, so a task of a region that another worker stole
 //! is isolated on the thief too. A wait in region `r != NONE` is
 //! *isolated*: it takes only jobs of `r` (own deque, mailbox, the shared
-//! queue's tagged entries) and does not steal; other workers, which are not
-//! isolated, still take the region's jobs as usual.
+//! queue's tagged entries, and work another worker lent out around a
+//! pipeline stage body) and does not steal; other workers, which are not
+//! isolated, still take the region's jobs as usual. A lent job of another
+//! region that it took is passed on to the shared queue, not run.
 //!
 //! Invariants: a region's number is never reused (a 64-bit counter); every
 //! job a construct of region `r` waits for carries `r`, so an isolated wait
 //! can always run what it waits for (on a one-worker pool nobody else
-//! would); `Region::NONE` work is never taken by an isolated wait.
+//! would); `Region::NONE` work is never run by an isolated wait.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -76,7 +76,7 @@ pub(crate) struct WaitAccess<'a> {
     /// Rule 6: false once a nested wait is past half of its stack.
     steal: bool,
     /// An isolated wait takes only this region's jobs, from every source,
-    /// and does not steal (`NONE`: not isolated).
+    /// lent work included, and does not steal (`NONE`: not isolated).
     region: Region,
 }
 
