@@ -82,6 +82,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 // The layers, top to bottom (ARCHITECTURE.md): each imports only below it.
+mod cancel;
 mod fork_join;
 mod graph;
 mod loops;
@@ -101,14 +102,15 @@ mod platform;
 #[cfg(loom)]
 pub mod loom_api;
 
+pub use cancel::{CancelToken, Cancelled, is_cancelled};
 pub use error::{AffinityError, BuildError, PipelineError, TaskError};
 pub use fork_join::{
-    BroadcastContext, Cancelled, FnContext, Scope, ScopeFifo, Yield, broadcast,
+    BroadcastContext, FnContext, Scope, ScopeFifo, Yield, broadcast,
     current_thread_has_pending_tasks, current_thread_index, in_place_scope, in_place_scope_fifo,
-    is_cancelled, isolate, join, join_context, max_num_threads, scope, scope_cancellable,
-    scope_fifo, scope_fifo_cancellable, yield_local, yield_now,
+    isolate, join, join_context, max_num_threads, scope, scope_cancellable, scope_fifo,
+    scope_fifo_cancellable, yield_local, yield_now,
 };
-pub use graph::{CancelToken, Graph, GraphError, NodeId, Subflow};
+pub use graph::{Graph, GraphError, NodeId, Subflow};
 pub use loops::{
     AffinityPartitioner, Partitioner, Range2d, for_chunks, for_chunks_mut, for_chunks_mut_with,
     for_chunks_with, for_each_index, for_range, for_range_with, for_tiles, for_tiles_with, reduce,

@@ -16,60 +16,9 @@
 //! loses a unit and never runs a task twice.
 
 use super::scope::{Scope, ScopeFifo, finish_scope, scope_on_worker};
+use crate::cancel::Cancelled;
 use crate::pool::Pool;
 use crate::worker::thread::WorkerThread;
-use std::fmt;
-
-/// What a cancellable scope or run returns when it was cancelled, itself
-/// or through a scope or run it is nested in.
-///
-/// ```
-/// let err = sixfold::scope_cancellable(|s| s.cancel()).unwrap_err();
-/// assert_eq!(err, sixfold::Cancelled);
-/// assert_eq!(err.to_string(), "the scope or run was cancelled");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cancelled;
-
-impl fmt::Display for Cancelled {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the scope or run was cancelled")
-    }
-}
-
-impl std::error::Error for Cancelled {}
-
-/// Was the scope or run the calling task belongs to cancelled (or one it
-/// is nested in)? False outside every scope and run, in a scope body that
-/// runs on a thread outside the pool, and in the second closure of a
-/// `join` that another worker stole (it runs as work of no scope there):
-/// ask the scope in those places ([`Scope::is_cancelled`]).
-///
-/// A long task checks it now and then to stop early once its answer is no
-/// longer wanted:
-///
-/// ```
-/// use std::sync::atomic::{AtomicUsize, Ordering};
-/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
-/// let steps = AtomicUsize::new(0);
-/// let outcome = pool.scope_cancellable(|s| {
-///     s.spawn(|s| s.cancel());
-///     s.spawn(|_| {
-///         while !sixfold::is_cancelled() {
-///             steps.fetch_add(1, Ordering::Relaxed);
-///             std::thread::yield_now();
-///         }
-///     });
-/// });
-/// assert_eq!(outcome, Err(sixfold::Cancelled));
-/// ```
-pub fn is_cancelled() -> bool {
-    WorkerThread::current().is_some_and(|worker| {
-        // SAFETY: the context is the group of the task or body running on
-        // this thread now, alive while it runs.
-        unsafe { worker.cancel_context().as_ref() }.is_some_and(|group| group.is_cancelled())
-    })
-}
 
 /// [`scope`](crate::scope) that says whether it was cancelled
 /// ([`Scope::cancel`], or a cancelled scope or run it is nested in): then

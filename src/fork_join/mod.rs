@@ -8,7 +8,7 @@ pub(crate) mod join;
 mod rayon_api;
 pub(crate) mod scope;
 
-pub use cancel::{Cancelled, is_cancelled, scope_cancellable, scope_fifo_cancellable};
+pub use cancel::{scope_cancellable, scope_fifo_cancellable};
 pub use isolate::isolate;
 pub use join::join;
 pub use rayon_api::{

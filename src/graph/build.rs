@@ -1,92 +1,22 @@
-//! The graph builder: [`Graph`], its nodes' ids, and the cancel token.
+//! The graph builder: [`Graph`] and its nodes' ids.
 //! Adding a node or an edge allocates nothing of its own (see the module
 //! docs of `graph`); the run's compact successor lists are made from the
 //! flat edge array before the first run after a change.
 
 use super::error::GraphError;
 use super::node::{
-    BodySlot, CancelTarget, DropFn, Edge, NO_AFFINITY, NO_EDGE, NO_WORKER, Node, NodeId, NodeMeta,
-    RunShared, Subflow, SuccessorList, edge_list,
+    BodySlot, DropFn, Edge, NO_AFFINITY, NO_EDGE, NO_WORKER, Node, NodeId, NodeMeta, RunShared,
+    Subflow, SuccessorList, edge_list,
 };
 use super::order;
 use super::spare;
+use crate::cancel::CancelToken;
 use crate::queues::dispatch::{Dispatch, Priority, STRICT_AFFINITY};
 use std::collections::HashMap;
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
-
-/// Cancels a run of a graph or a pipeline from inside it or from another
-/// thread; get it with [`Graph::cancel_token`] or
-/// [`Pipeline::cancel_token`](crate::Pipeline::cancel_token).
-///
-/// Graph nodes that have not started when it fires are skipped (their
-/// successors still see them complete, so the run ends promptly), and
-/// `run_graph` returns [`GraphError::Cancelled`]. A pipeline's source
-/// stops and its items in flight are dropped at their next stage;
-/// `run_pipeline` returns
-/// [`PipelineError::Cancelled`](crate::PipelineError::Cancelled). The run
-/// clears the token when it returns, so the graph or pipeline can run
-/// again; a token fired while no run is in progress cancels the next one.
-#[derive(Clone)]
-pub struct CancelToken {
-    target: Arc<dyn CancelTarget>,
-}
-
-impl CancelToken {
-    pub(crate) fn new(target: Arc<dyn CancelTarget>) -> Self {
-        CancelToken { target }
-    }
-
-    /// A token of its own, for [`Pool::run_cancellable_with`](crate::Pool::run_cancellable_with):
-    /// fired by any thread that holds a clone, it cancels the run (or runs)
-    /// it was given to. Unlike a graph's or a pipeline's token it stays
-    /// fired: a run given a fired token drops all its tasks.
-    ///
-    /// ```
-    /// let token = sixfold::CancelToken::standalone();
-    /// assert!(!token.is_cancelled());
-    /// token.clone().cancel();
-    /// assert!(token.is_cancelled());
-    /// ```
-    pub fn standalone() -> Self {
-        CancelToken::new(Arc::new(StandaloneFlag::default()))
-    }
-}
-
-/// The flag of a standalone token.
-#[derive(Default)]
-struct StandaloneFlag(std::sync::atomic::AtomicBool);
-
-impl CancelTarget for StandaloneFlag {
-    fn cancel(&self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-    fn is_cancelled(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-impl fmt::Debug for CancelToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CancelToken")
-            .field("cancelled", &self.is_cancelled())
-            .finish()
-    }
-}
-
-impl CancelToken {
-    /// Cancel the current run: skip what has not started yet.
-    pub fn cancel(&self) {
-        self.target.cancel();
-    }
-
-    /// Whether the token has fired (and the run not yet returned).
-    pub fn is_cancelled(&self) -> bool {
-        self.target.is_cancelled()
-    }
-}
 
 /// A reusable DAG of work; nodes may borrow anything that outlives `'a`.
 ///

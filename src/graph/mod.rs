@@ -28,8 +28,7 @@ pub(crate) mod pending;
 mod run;
 mod spare;
 
-pub use build::{CancelToken, Graph};
+pub use build::Graph;
 pub use error::GraphError;
-pub(crate) use node::CancelTarget;
 pub use node::{NodeId, Subflow};
 pub(crate) use run::run_graph;

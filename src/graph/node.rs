@@ -16,6 +16,7 @@
 //! `DropFn`; calls never overlap (a node runs once per run, runs do not
 //! overlap).
 
+use crate::cancel::CancelTarget;
 use crate::platform::latch::{CountLatch, LockLatch};
 use crate::queues::dispatch::{Dispatch, Priority};
 use crate::queues::region::Region;
@@ -109,12 +110,6 @@ pub(super) unsafe fn drop_boxed<F>(at: *mut u8) {
 
 /// Marks a node without affinity.
 pub(super) const NO_AFFINITY: u32 = u32::MAX;
-
-/// What a [`CancelToken`] fires.
-pub(crate) trait CancelTarget: Send + Sync {
-    fn cancel(&self);
-    fn is_cancelled(&self) -> bool;
-}
 
 /// What the scheduler touches while a graph runs: one per node, one cache
 /// line each, in the graph's storage. (Names, predecessors and the

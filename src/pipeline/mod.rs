@@ -13,8 +13,8 @@ mod stage;
 
 pub use stage::StageMode;
 
+use crate::cancel::CancelToken;
 use crate::error::PipelineError;
-use crate::graph::CancelToken;
 use crate::platform::latch::CountLatch;
 use crate::platform::unwind;
 use crate::queues::dispatch::SharedPlace;
@@ -360,7 +360,7 @@ pub(crate) fn run_pipeline<T>(
     }
     // The last token retired; the thread that retired it may still be on
     // its way out of the engine's code.
-    registry.wait_until_left(ptr::from_mut(engine).cast());
+    registry.wait_until_none_inside(ptr::from_mut(engine).cast_const().cast());
     let (panic, cancelled) = engine.finish_run();
     if let Some(payload) = panic {
         unwind::resume_unwinding(payload);

@@ -64,10 +64,11 @@ struct ThreadInfo<W> {
     /// On a line of its own: the owner writes it per task, while thieves
     /// read `stealer` per steal attempt.
     counters: CachePadded<WorkerCounters>,
-    /// The pipeline engine whose job this slot's thread is executing (the
-    /// innermost one; null if none): the run's caller frees nothing until
-    /// no slot names its engine (`wait_until_left`). Written by the owner.
-    inside_engine: CachePadded<AtomicPtr<()>>,
+    /// A hazard pointer: the shared object (a pipeline engine) whose code
+    /// this slot's thread runs, innermost, or null. The object's owner
+    /// frees nothing while a slot names it (`wait_until_none_inside`).
+    /// Written by the slot's thread only.
+    busy_inside: CachePadded<AtomicPtr<()>>,
     /// Set when the pool shuts down; the worker's main loop waits on it.
     terminate: CoreLatch,
     /// This worker's trace records (with `Builder::trace(true)`).
@@ -143,7 +144,7 @@ impl<W: Runner> Registry<W> {
                     lent: CachePadded::new(LentSlot::new()),
                     fifo: WorkerFifo::new(index),
                     counters: CachePadded::new(WorkerCounters::default()),
-                    inside_engine: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
+                    busy_inside: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
                     terminate: CoreLatch::new(),
                     trace: TraceBuffer::default(),
                 })
@@ -195,35 +196,27 @@ impl<W: Runner> Registry<W> {
         &self.thread_infos[index].counters
     }
 
-    /// Slot `index`'s thread starts executing a job of pipeline engine
-    /// `engine`; returns the engine it was inside before (nested runs),
-    /// for `left_engine`. No ordering needed on this store: the thread owns
-    /// a token of the run now, and gives it away (or retires it) only by
-    /// release operations that the run's caller acquires before it looks.
-    pub(crate) fn entered_engine(&self, index: usize, engine: *mut ()) -> *mut () {
-        let inside = &self.thread_infos[index].inside_engine;
-        let outer = inside.load(Ordering::Relaxed);
-        inside.store(engine, Ordering::Relaxed);
-        outer
+    /// Mark slot `index`'s thread busy inside `object` (a pipeline
+    /// engine whose job it runs) until the guard drops; a nested mark (a
+    /// run inside a stage body of another) restores the outer one. No
+    /// ordering needed on this store: the thread holds a share of the
+    /// object's work now (a token of the run), and gives it away only by
+    /// release operations that the object's owner acquires before it looks.
+    pub(crate) fn busy_inside(&self, index: usize, object: *const ()) -> BusyInside<'_> {
+        let slot = &self.thread_infos[index].busy_inside;
+        let outer = slot.load(Ordering::Relaxed);
+        slot.store(object.cast_mut(), Ordering::Relaxed);
+        BusyInside { slot, outer }
     }
 
-    /// Slot `index`'s thread is done with the engine it entered last: it
-    /// is inside `outer` again. Release: its last touches of the engine
-    /// happen before the caller frees it.
-    pub(crate) fn left_engine(&self, index: usize, outer: *mut ()) {
-        self.thread_infos[index]
-            .inside_engine
-            .store(outer, Ordering::Release);
-    }
-
-    /// For the caller of a pipeline run whose last token retired: wait
-    /// until no thread is still inside `engine`'s code (a thread that gave
-    /// away or retired the last token returns from the engine a moment
-    /// later; until it has, the engine must not be freed).
-    pub(crate) fn wait_until_left(&self, engine: *mut ()) {
+    /// For the owner of `object` whose last share of work came back: wait
+    /// until no thread is still inside its code (a thread that handed
+    /// back the last share returns from that code a moment later; until
+    /// it has, the object must not be freed).
+    pub(crate) fn wait_until_none_inside(&self, object: *const ()) {
         for info in self.thread_infos.iter() {
             let mut spins = 0u32;
-            while info.inside_engine.load(Ordering::Acquire) == engine {
+            while ptr::eq(info.busy_inside.load(Ordering::Acquire), object) {
                 spins += 1;
                 if spins < 64 {
                     hint::spin_loop();
@@ -511,5 +504,19 @@ impl<W: Runner> Drop for Registry<W> {
                 );
             }
         }
+    }
+}
+
+/// A slot's thread busy inside an object (`Registry::busy_inside`): on
+/// drop, it is inside the outer one again. Release: its last touches of
+/// the object happen before its owner frees it.
+pub(crate) struct BusyInside<'r> {
+    slot: &'r AtomicPtr<()>,
+    outer: *mut (),
+}
+
+impl Drop for BusyInside<'_> {
+    fn drop(&mut self) {
+        self.slot.store(self.outer, Ordering::Release);
     }
 }

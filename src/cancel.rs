@@ -1,0 +1,174 @@
+//! Cancellation: the token a user fires ([`CancelToken`]), what it fires
+//! (`CancelTarget`: a graph run's state, a pipeline's flag, a standalone
+//! flag), what a cancellable call returns ([`Cancelled`]) and what a
+//! running task asks ([`is_cancelled`]).
+//!
+//! Below the API layers (graphs, pipelines, scopes and pool runs all
+//! take or hand out tokens), above the worker layer (a task asks its
+//! worker for the group it runs in). Cancelling never loses work: tasks
+//! not started are dropped or skipped, each still releasing its latch
+//! unit, so every wait returns as always; the run clears a graph's or a
+//! pipeline's token when it returns.
+
+use crate::worker::thread::WorkerThread;
+use crossbeam_utils::CachePadded;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What a [`CancelToken`] fires.
+pub(crate) trait CancelTarget: Send + Sync {
+    fn cancel(&self);
+    fn is_cancelled(&self) -> bool;
+}
+
+/// Cancels a run of a graph or a pipeline from inside it or from another
+/// thread; get it with [`Graph::cancel_token`](crate::Graph::cancel_token) or
+/// [`Pipeline::cancel_token`](crate::Pipeline::cancel_token).
+///
+/// Graph nodes that have not started when it fires are skipped (their
+/// successors still see them complete, so the run ends promptly), and
+/// `run_graph` returns [`GraphError::Cancelled`](crate::GraphError::Cancelled). A pipeline's source
+/// stops and its items in flight are dropped at their next stage;
+/// `run_pipeline` returns
+/// [`PipelineError::Cancelled`](crate::PipelineError::Cancelled). The run
+/// clears the token when it returns, so the graph or pipeline can run
+/// again; a token fired while no run is in progress cancels the next one.
+#[derive(Clone)]
+pub struct CancelToken {
+    target: Arc<dyn CancelTarget>,
+}
+
+impl CancelToken {
+    pub(crate) fn new(target: Arc<dyn CancelTarget>) -> Self {
+        CancelToken { target }
+    }
+
+    /// A token of its own, for [`Pool::run_cancellable_with`](crate::Pool::run_cancellable_with):
+    /// fired by any thread that holds a clone, it cancels the run (or runs)
+    /// it was given to. Unlike a graph's or a pipeline's token it stays
+    /// fired: a run given a fired token drops all its tasks.
+    ///
+    /// ```
+    /// let token = sixfold::CancelToken::standalone();
+    /// assert!(!token.is_cancelled());
+    /// token.clone().cancel();
+    /// assert!(token.is_cancelled());
+    /// ```
+    pub fn standalone() -> Self {
+        CancelToken::new(Arc::new(StandaloneFlag::default()))
+    }
+}
+
+/// The flag of a standalone token.
+#[derive(Default)]
+struct StandaloneFlag(AtomicBool);
+
+impl CancelTarget for StandaloneFlag {
+    fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+    fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CancelToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
+
+impl CancelToken {
+    /// Cancel the current run: skip what has not started yet.
+    pub fn cancel(&self) {
+        self.target.cancel();
+    }
+
+    /// Whether the token has fired (and the run not yet returned).
+    pub fn is_cancelled(&self) -> bool {
+        self.target.is_cancelled()
+    }
+}
+
+/// What a cancellable scope or run returns when it was cancelled, itself
+/// or through a scope or run it is nested in.
+///
+/// ```
+/// let err = sixfold::scope_cancellable(|s| s.cancel()).unwrap_err();
+/// assert_eq!(err, sixfold::Cancelled);
+/// assert_eq!(err.to_string(), "the scope or run was cancelled");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cancelled;
+
+impl fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the scope or run was cancelled")
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
+/// Was the scope or run the calling task belongs to cancelled (or one it
+/// is nested in)? False outside every scope and run, in a scope body that
+/// runs on a thread outside the pool, and in the second closure of a
+/// `join` that another worker stole (it runs as work of no scope there):
+/// ask the scope in those places ([`Scope::is_cancelled`](crate::Scope::is_cancelled)).
+///
+/// A long task checks it now and then to stop early once its answer is no
+/// longer wanted:
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// let steps = AtomicUsize::new(0);
+/// let outcome = pool.scope_cancellable(|s| {
+///     s.spawn(|s| s.cancel());
+///     s.spawn(|_| {
+///         while !sixfold::is_cancelled() {
+///             steps.fetch_add(1, Ordering::Relaxed);
+///             std::thread::yield_now();
+///         }
+///     });
+/// });
+/// assert_eq!(outcome, Err(sixfold::Cancelled));
+/// ```
+pub fn is_cancelled() -> bool {
+    WorkerThread::current().is_some_and(|worker| {
+        // SAFETY: the context is the group of the task or body running on
+        // this thread now, alive while it runs.
+        unsafe { worker.cancel_context().as_ref() }.is_some_and(|group| group.is_cancelled())
+    })
+}
+
+/// A cancel flag of its own (a pipeline's, read at every stage): kept on a cache line of its own (a small
+/// allocation next to a busy one cost a tenth of a heavy pipeline's time).
+#[derive(Default)]
+pub(crate) struct CancelFlag(CachePadded<AtomicBool>);
+
+impl CancelTarget for CancelFlag {
+    fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+    fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl CancelFlag {
+    pub(crate) fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Was it set? Clears it for the next run.
+    pub(crate) fn take(&self) -> bool {
+        self.0.swap(false, Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,180 @@
+//! Work conservation: the rest of a chain lent out while one item's stage
+//! body runs.
+//!
+//! Before a body runs, every other slot of the chain (items and free
+//! tokens) is offered as a job of its own in the worker's lent slot,
+//! quietly (no wake-up); after the body, it is withdrawn (`reclaim`). A
+//! body that returns at once gets its chain back for a store and a swap;
+//! one that blocks or takes long has the rest taken by an idle worker
+//! (rule 6), so no item that could run waits behind it while a worker
+//! idles, and a parallel stage holds `min(workers, tokens)` items at once.
+//! A worker has one offer slot: a lend inside a body of an outer lend goes
+//! to the own deque instead.
+//!
+//! Invariants: the lent slots are not ours from the offer until the
+//! withdrawal succeeds; a taken offer makes them the thief's for good, and
+//! our chain is the item's slot alone.
+
+use super::Engine;
+use super::chain::Chain;
+use super::slot::{NO_SLOT, Owned};
+use crate::pipeline::stage::Stage;
+use crate::worker::thread::{JobRef, WorkerThread};
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
+
+/// The rest of a chain, lent out while one item's stage runs (`lend`):
+/// the job it went out as, and where it was cut from that item.
+pub(super) struct Lent {
+    /// The lent job, if it went to our deque (a lend inside a body that
+    /// runs while an outer lend is out); None if the worker offers it.
+    on_deque: Option<JobRef>,
+    /// The slot that heads the lent chain.
+    head: u32,
+    /// The slot before the item (its `next` skips the item meanwhile).
+    before: Option<u32>,
+    /// The slot after the item.
+    behind: u32,
+}
+
+impl<'a> Engine<'a> {
+    /// Run the stage's closure on `slot`'s item with the rest of the chain
+    /// lent out meanwhile (see "Work conservation" in the module
+    /// documentation): on return, the chain is either as it was, or `slot`
+    /// alone with `before` cleared, if an idle worker took the rest (then
+    /// it returns true).
+    ///
+    /// # Safety
+    /// `slot` is in the chain right behind `before` (or at its front), and
+    /// the caller may run the stage's body on it (see `run_body`).
+    #[inline]
+    pub(super) unsafe fn run_body_lending<'e>(
+        &'e self,
+        stage: &Stage<'_>,
+        slot: Owned<'e>,
+        before: &mut Option<Owned<'e>>,
+        chain: &mut Chain,
+        worker: &WorkerThread,
+    ) -> bool {
+        // SAFETY: forwarded.
+        let lent = unsafe { self.lend(chain, slot, *before, worker) };
+        // SAFETY: forwarded.
+        unsafe { self.run_body(stage, slot) };
+        // SAFETY: forwarded; `lent` came from `lend` above.
+        lent.is_some_and(|lent| unsafe { self.reclaim(lent, chain, slot, before, worker) })
+    }
+
+    /// Put every slot of the chain but `current` on our deque as a job of
+    /// its own, quietly (no wake-up: `Sleep`'s heartbeat brings sleepers),
+    /// while `current`'s stage runs. None if there is nothing to lend or
+    /// nobody to lend it to.
+    ///
+    /// # Safety
+    /// As `run_body_lending`. The lent slots are not ours until `reclaim`
+    /// gets them back.
+    unsafe fn lend(
+        &self,
+        chain: &Chain,
+        current: Owned<'_>,
+        before: Option<Owned<'_>>,
+        worker: &WorkerThread,
+    ) -> Option<Lent> {
+        if self.workers.load(Ordering::Relaxed) < 2 {
+            return None;
+        }
+        let state = current.state();
+        let behind = state.next.get();
+        let head = match before {
+            None => self.next_of(current)?,
+            Some(prev) => {
+                // The front part of the chain skips `current`.
+                prev.state().next.set(behind);
+                self.front(chain).expect("the chain holds `before`")
+            }
+        };
+        state.next.set(NO_SLOT);
+        let job = self.job(head);
+        let on_deque = if worker.has_offer_out() {
+            // An outer lend of ours is out (we run inside its body): this
+            // one goes to the deque, as plain rule 6 work.
+            worker.push_quiet(job);
+            Some(job)
+        } else {
+            let lent_job = head.slot().lent_job.get();
+            // SAFETY: the chain is ours, `head` in it: nobody else reads
+            // the cell until it is offered.
+            unsafe { (*lent_job).write(job) };
+            // SAFETY: the cell holds the job, unchanged until we withdraw
+            // it or a thief took it (then the chain, with the cell, is its
+            // own).
+            let accepted = unsafe { worker.offer_lent(NonNull::from(&*lent_job).cast()) };
+            debug_assert!(accepted, "no offer of ours was out");
+            None
+        };
+        Some(Lent {
+            on_deque,
+            head: head.index(),
+            before: before.map(Owned::index),
+            behind,
+        })
+    }
+
+    /// After the stage ran: take the lent slots back if nobody took them
+    /// (they are still at the tail of our deque), and relink the chain as
+    /// it was. Otherwise they are another job's now (a thief's, or still
+    /// on our deque under work the stage pushed): our chain is `current`,
+    /// and it returns true.
+    ///
+    /// # Safety
+    /// As `run_body_lending`, with `lent` from `lend` for this `current`.
+    unsafe fn reclaim<'e>(
+        &'e self,
+        lent: Lent,
+        chain: &mut Chain,
+        current: Owned<'e>,
+        before: &mut Option<Owned<'e>>,
+        worker: &WorkerThread,
+    ) -> bool {
+        let back = match lent.on_deque {
+            None => {
+                // SAFETY: after our accepted offer.
+                let back = unsafe { worker.withdraw_lent() };
+                if back {
+                    // SAFETY: ours again: nobody took the offer. A job of
+                    // an isolated region holds memory of its own.
+                    unsafe { (*self.slot(lent.head).lent_job.get()).assume_init_read() }.discard();
+                }
+                back
+            }
+            Some(job) => match worker.pop_own() {
+                Some(popped) if popped.same_job(&job) => {
+                    popped.discard();
+                    true
+                }
+                other => {
+                    if let Some(popped) = other {
+                        // The stage's own work (a spawn it left behind): back
+                        // on top; the lent job below it runs on its own later.
+                        worker.push_quiet(popped);
+                    }
+                    false
+                }
+            },
+        };
+        if back {
+            current.state().next.set(lent.behind);
+            if let Some(prev) = lent.before {
+                // SAFETY: ours again: nobody ran the lent job.
+                unsafe { self.claim(prev) }
+                    .state()
+                    .next
+                    .set(current.index());
+            }
+            false
+        } else {
+            *chain = Chain::single(current);
+            *before = None;
+            true
+        }
+    }
+}
