@@ -46,8 +46,10 @@
 //! executed exactly once; a `WorkerThread` is reachable from its thread's
 //! TLS exactly while it lives.
 
+mod tracing;
+
 use crate::observe::stats::{Rule, WorkerCounters};
-use crate::observe::trace::{self, SleepEvent, TaskEvent};
+use crate::observe::trace::SleepEvent;
 use crate::platform::latch::CoreLatch;
 use crate::queues::deque::{Steal, Worker};
 use crate::queues::job::{self, Runner};
@@ -58,9 +60,10 @@ use crate::queues::shared_queue::SharedQueueFlag;
 use crate::worker::credit::CreditFrames;
 use crate::worker::group::Group;
 use crate::worker::registry;
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
+use tracing::TraceLocal;
 
 /// What taking a job from a queue gave (see `WorkerThread::resolve`).
 pub(crate) enum Resolved {
@@ -270,21 +273,6 @@ pub(crate) struct WorkerThread {
     /// What tracing keeps on the worker, boxed: the untraced hot paths
     /// never read it, so it takes no room on their cache lines.
     trace: Box<TraceLocal>,
-}
-
-/// A worker's own trace state (`observe/trace.rs`).
-#[derive(Default)]
-struct TraceLocal {
-    /// The name the task that just ran gave itself, for its trace record.
-    name: RefCell<Option<Arc<str>>>,
-    /// Trace records not yet in the registry's buffer (no lock per task).
-    batch: RefCell<Vec<TaskEvent>>,
-    /// How many records at the end of `batch` still wait for their end
-    /// time: the next clock reading on this worker (`trace_read`).
-    open_ends: Cell<usize>,
-    /// The innermost traced task running on this worker: when it started
-    /// and the rule that supplied it (`traced`, `trace_next_task`).
-    running: Cell<Option<(u64, Rule)>>,
 }
 
 impl WorkerThread {
@@ -526,108 +514,6 @@ impl WorkerThread {
                 }
                 None => return,
             }
-        }
-    }
-
-    /// `job.execute`, with a trace record around it.
-    #[cold]
-    #[inline(never)]
-    fn run_traced(&self, job: JobRef, rule: Rule) -> Option<Next> {
-        // SAFETY: as in `run_chain`, which hands us the job to run once.
-        self.traced(rule, || unsafe { job.execute(self) })
-    }
-
-    /// Run `task` (supplied by `rule`) with a trace record around it:
-    /// announced before it runs, recorded when it ends.
-    pub(crate) fn traced<R>(&self, rule: Rule, task: impl FnOnce() -> R) -> R {
-        self.registry.trace_buffer(self.index).task_started();
-        let outer = self.trace.running.replace(Some((self.trace_read(), rule)));
-        let result = task();
-        if let Some((start, rule)) = self.trace.running.replace(outer) {
-            self.record_task(rule, start);
-        }
-        result
-    }
-
-    /// The traced task running here ends, and the next one (supplied by
-    /// `rule`) starts in the same job: a graph chain run in one tight loop
-    /// (rule 2) still gets a record a node, at one clock reading a node.
-    #[inline]
-    pub(crate) fn trace_next_task(&self, rule: Rule) {
-        if let Some((start, ended)) = self.trace.running.get() {
-            self.record_task(ended, start);
-        }
-        self.registry.trace_buffer(self.index).task_started();
-        self.trace.running.set(Some((self.trace_read(), rule)));
-    }
-
-    /// Read the trace clock, and give the reading to the records whose end
-    /// is still open as their end. One reading a task: a task ends where the
-    /// worker's next traced event (a start, a sleep, going idle) begins,
-    /// and between the two the worker ran only its own bookkeeping (a
-    /// join's return, the pop of the next job). The clock's reading is
-    /// what a record costs most (about 40 cycles), so this halves it. The
-    /// idle path settles open ends before it searches (`flush_trace`), so
-    /// a search never counts as the last task's time.
-    #[inline]
-    fn trace_read(&self) -> u64 {
-        let now = self.registry.trace_now();
-        let open = self.trace.open_ends.replace(0);
-        if open > 0 {
-            let mut batch = self.trace.batch.borrow_mut();
-            let len = batch.len();
-            for record in &mut batch[len - open..] {
-                record.end_ns = now;
-            }
-        }
-        now
-    }
-
-    /// Is the pool recording a trace?
-    #[inline]
-    pub(crate) fn tracing(&self) -> bool {
-        self.tracing
-    }
-
-    /// The task that is ending names itself for its trace record.
-    #[inline]
-    pub(crate) fn set_trace_name(&self, name: Option<Arc<str>>) {
-        let mut slot = self.trace.name.borrow_mut();
-        if name.is_some() || slot.is_some() {
-            *slot = name;
-        }
-    }
-
-    /// Record a task that started at `start` (announced with
-    /// `TraceBuffer::task_started`) and ends now: its end is the next
-    /// reading (`trace_read`).
-    #[inline]
-    fn record_task(&self, rule: Rule, start: u64) {
-        let name = self.trace.name.borrow_mut().take();
-        let full = {
-            let mut batch = self.trace.batch.borrow_mut();
-            batch.push(TaskEvent {
-                worker: self.index,
-                rule,
-                start_ns: start,
-                end_ns: start,
-                name,
-            });
-            batch.len() >= trace::BATCH
-        };
-        self.trace.open_ends.set(self.trace.open_ends.get() + 1);
-        if full {
-            self.flush_trace();
-        }
-    }
-
-    /// Settle the open ends and move the local trace records to the
-    /// registry's buffer (when idle, and when the batch is full).
-    pub(crate) fn flush_trace(&self) {
-        if self.tracing {
-            self.trace_read();
-            let mut batch = self.trace.batch.borrow_mut();
-            self.registry.trace_buffer(self.index).flush(&mut batch);
         }
     }
 
