@@ -1,6 +1,7 @@
 //! Rules 3 to 6: where a worker whose run chain ended looks for its next
 //! job (`find_work`, the table in `mod.rs`), and where a wait may look
-//! (`find_work_with`, as far as the wait's `WaitAccess` allows).
+//! (`find_work_with`, as far as the wait's `WaitAccess` from `wait.rs`
+//! allows).
 //!
 //! Two kinds of taken work need more than running. A proxy entry
 //! (`proxy.rs`) is one of two entries for one job: `resolve` claims its
@@ -17,7 +18,7 @@
 //! never lost; a deferred proxy goes back to the shared queue and ends
 //! that pass over it, so a search does not spin on it.
 
-use super::WaitAccess;
+use super::wait::WaitAccess;
 use super::{JobRef, WorkerThread};
 use crate::observe::stats::Rule;
 use crate::queues::deque::Steal;
