@@ -2,7 +2,7 @@
 //! (`Registry::start`), their main loop, the drainer thread of a
 //! zero-thread pool, the guest slot, running a closure on a worker of a
 //! pool from anywhere (`in_worker`), and waking a latch's owner across
-//! pools. Above `registry.rs` and `thread.rs`: it is where the two meet.
+//! pools. Above `registry.rs` and `thread/`: it is where the two meet.
 //!
 //! A pool built with `num_threads(0)` has one *guest* slot and no threads:
 //! `install`, `run` and `wait_idle` from a thread outside every pool make

@@ -1,5 +1,5 @@
 //! The scheduler layer: the worker threads and their six-rule loop
-//! (`thread.rs`), the registry that owns a pool's queues and routes ready
+//! (`thread/`), the registry that owns a pool's queues and routes ready
 //! work (`registry.rs`), the threads' start and end (`lifecycle.rs`), the
 //! groups that structured waits wait for (`group.rs`) and the unit credit
 //! of scope jobs (`credit.rs`), and the sleep protocol (`sleep/`).

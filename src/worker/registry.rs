@@ -11,7 +11,7 @@
 //! worker's deque, which is what `route` would do with it.)
 //!
 //! The registry is generic over its worker type `W`, as the queues are, so
-//! that it does not import the worker above it; `worker/thread.rs` names
+//! that it does not import the worker above it; `worker/thread/` names
 //! `Registry<WorkerThread>`. A pool built with `num_threads(0)` has one
 //! *guest* slot and no threads (see `lifecycle.rs`); work injected from
 //! outside it starts a temporary *drainer* thread, whose body is the

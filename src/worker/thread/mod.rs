@@ -1,0 +1,453 @@
+//! A worker thread and the six-rule loop.
+//!
+//! After finishing a task a worker takes its next one by the first rule
+//! that applies:
+//!
+//! | rule | source                                   | where                           |
+//! |------|------------------------------------------|---------------------------------|
+//! | 1    | the task `execute` returned              | `task::execute_node` -> `run_chain` |
+//! | 2    | the successor this task made ready       | `task::execute_node` -> `run_chain` |
+//! | 3    | the tail of the own deque (LIFO)         | `find_work`                     |
+//! | 4    | the own mailbox                          | `find_work`                     |
+//! | 5    | approximately the front of the shared queue | `find_work`                  |
+//! | 6    | the head of a random other worker's deque | `find_work` -> `steal`         |
+//!
+//! Rules 1 and 2 are decided by the task that just finished, so they come
+//! back from `JobRef::execute` as a `Next`; `run_chain` (here) follows them
+//! without touching any queue. When the chain ends, `find_work` tries rules
+//! 3 to 6 in order (`search.rs`). A worker that finds nothing enters the
+//! sleep protocol (`sleep/`), and a worker that waits for a latch (`run`,
+//! the pool's terminate latch) keeps doing all of this until the latch is
+//! set (`wait.rs`, which also bounds what a wait nested in a task takes).
+//!
+//! This module holds the worker itself: its state, its TLS (`enter`,
+//! `current`, `WorkerGuard::leave`), the pushes and pops of its own deque
+//! and the run chain. The child modules are further `impl WorkerThread`
+//! blocks, so that each reads the state declared here without it being
+//! visible outside: `search.rs` (rules 3 to 6), `wait.rs` (waits and the
+//! idle path) and `tracing.rs` (the per-worker trace records).
+//!
+//! Invariants: only the owning thread pushes to or pops from the tail of
+//! its deque and pops its mailbox; a `JobRef` taken from any source is
+//! executed exactly once; a `WorkerThread` is reachable from its thread's
+//! TLS exactly while it lives.
+
+mod search;
+mod tracing;
+mod wait;
+
+use crate::observe::stats::{Rule, WorkerCounters};
+use crate::queues::deque::Worker;
+use crate::queues::job::{self, Runner};
+use crate::queues::lent::LentSlot;
+use crate::queues::region::{self, Region};
+use crate::worker::credit::CreditFrames;
+use crate::worker::group::Group;
+use crate::worker::registry;
+use std::cell::Cell;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+pub(crate) use search::Resolved;
+use tracing::TraceLocal;
+
+/// The calling thread's isolation region: its worker's, or, on a thread
+/// outside every pool, the one `isolate` put it in.
+pub(crate) fn current_region() -> Region {
+    match WorkerThread::current() {
+        Some(worker) => worker.region(),
+        None => region::outside_current(),
+    }
+}
+
+/// The stack size std gives a thread when none is asked for.
+pub(crate) fn default_thread_stack_size() -> usize {
+    std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2 << 20)
+}
+
+/// How much stack a guest thread (the caller of a zero-thread pool) is
+/// assumed to have left where it enters: its real size is unknown.
+pub(crate) const GUEST_STACK_BUDGET: usize = 1 << 20;
+
+/// An address in the caller's frame: the stack pointer, give or take a
+/// frame. Stacks grow down on every platform Rust's std threads run on.
+#[inline(always)]
+fn approximate_stack_pointer() -> usize {
+    let marker = 0u8;
+    std::hint::black_box(&marker) as *const u8 as usize
+}
+
+thread_local! {
+    static WORKER_THREAD: Cell<*const WorkerThread> = const { Cell::new(ptr::null()) };
+}
+
+/// Owns the calling thread's `WorkerThread` while it is a worker; `leave`
+/// ends that.
+pub(crate) struct WorkerGuard {
+    ptr: NonNull<WorkerThread>,
+}
+
+impl std::ops::Deref for WorkerGuard {
+    type Target = WorkerThread;
+    fn deref(&self) -> &WorkerThread {
+        // SAFETY: the allocation lives until `leave`, which consumes the
+        // guard; only shared references are ever made from it.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl WorkerGuard {
+    /// Restore the thread's TLS and give the deque back (for a guest slot).
+    pub(crate) fn leave(self) -> Worker<JobRef> {
+        self.flush_trace();
+        WORKER_THREAD.with(|cell| cell.set(self.previous));
+        // SAFETY: from Box::into_raw in `enter`; the TLS no longer points at
+        // it and this guard, its last user, is consumed.
+        let worker = unsafe { Box::from_raw(self.ptr.as_ptr()) };
+        worker.deque
+    }
+}
+
+/// A job as a pool's queues hold it: run by a `WorkerThread`.
+pub(crate) type JobRef = job::JobRef<WorkerThread>;
+/// What a finished job hands straight to its worker (rules 1 and 2).
+pub(crate) type Next = job::Next<WorkerThread>;
+/// The entry point of a job run by a `WorkerThread`.
+pub(crate) type ExecuteFn = job::ExecuteFn<WorkerThread>;
+/// A pool's shared state, with `WorkerThread`s as its workers.
+pub(crate) type Registry = registry::Registry<WorkerThread>;
+
+/// The queues see a worker only through this (see `queues/job.rs`).
+impl Runner for WorkerThread {
+    #[inline]
+    fn index(&self) -> usize {
+        WorkerThread::index(self)
+    }
+    #[inline]
+    fn region(&self) -> Region {
+        WorkerThread::region(self)
+    }
+    #[inline]
+    fn set_region(&self, region: Region) {
+        WorkerThread::set_region(self, region)
+    }
+    #[inline]
+    fn push(&self, job: JobRef) {
+        WorkerThread::push(self, job)
+    }
+}
+
+/// The state a worker keeps on its own thread. Aligned to its own cache
+/// lines: two workers' boxes allocated side by side must not share one.
+#[repr(align(128))]
+pub(crate) struct WorkerThread {
+    deque: Worker<JobRef>,
+    index: usize,
+    rng: Cell<u64>,
+    /// Per worker slot: how many offers that worker had made at our last
+    /// look at its lent work (`lent.rs`: we take only an offer seen twice).
+    lent_seen: Box<[Cell<u64>]>,
+    registry: Arc<Registry>,
+    /// The TLS value to restore when this worker ends (a guest may run on a
+    /// thread that already is a worker of another pool).
+    previous: *const WorkerThread,
+    /// This worker's counters in the registry (looked up once: the hot
+    /// paths count every task).
+    counters: *const WorkerCounters,
+    /// This worker's lent work in the registry (looked up once: a light
+    /// pipeline offers and withdraws once an item).
+    lent: *const LentSlot<JobRef>,
+    /// Waits on this thread's stack right now (0 in no wait).
+    wait_depth: Cell<u32>,
+    /// This worker ran a share of a parallel loop and found nothing else:
+    /// it keeps searching a while before the sleep rounds
+    /// (`search_or_sleep`), for the next step of the loop.
+    ran_loop_share: Cell<bool>,
+    /// The structured group (scope or run) of the task or scope body
+    /// running here now, or null: what `is_cancelled` asks, and the parent
+    /// of a scope or run started here (`Group::set_parent`).
+    cancel_context: Cell<*const Group>,
+    /// The outermost wait is a pool thread's main loop, whose latch only
+    /// says "shut down" (not a guest's, which waits for its caller's work).
+    serving: Cell<bool>,
+    /// The isolation region of what this worker runs right now: adopted
+    /// from each job it starts, set by `isolate` (`fork_join/isolate.rs`).
+    region: Cell<Region>,
+    /// A nested wait whose frame lies below this address (half of the
+    /// stack used) does not steal.
+    steal_floor: usize,
+    /// Units of a scope's group that the scope job (or scope body) running
+    /// on this thread added ahead for its spawns (`credit.rs`).
+    unit_credit: CreditFrames,
+    /// The pool records a trace (`trace.rs`): copied here, so the hot path
+    /// tests a flag it owns.
+    tracing: bool,
+    /// What tracing keeps on the worker, boxed: the untraced hot paths
+    /// never read it, so it takes no room on their cache lines.
+    trace: Box<TraceLocal>,
+}
+
+impl WorkerThread {
+    /// Make the calling thread worker `index` of `registry` until the
+    /// returned guard's `leave`.
+    /// `stack_budget`: the stack the thread has from here on; the stack
+    /// guard stops steals in nested waits once half of it is used.
+    pub(crate) fn enter(
+        deque: Worker<JobRef>,
+        index: usize,
+        registry: Arc<Registry>,
+        stack_budget: usize,
+    ) -> WorkerGuard {
+        let previous = WORKER_THREAD.with(Cell::get);
+        // A guest starts in the region of the thread that enters.
+        let start_region = current_region();
+        let registry_tracing = registry.tracing();
+        let seed =
+            (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (&previous as *const _ as u64);
+        // A raw pointer from the start: the TLS copy and the guard are equal,
+        // shared aliases (a live Box would claim uniqueness).
+        let counters: *const WorkerCounters = registry.counters(index);
+        let lent: *const LentSlot<JobRef> = registry.lent(index);
+        let ptr = Box::into_raw(Box::new(WorkerThread {
+            deque,
+            index,
+            counters,
+            lent,
+            rng: Cell::new(seed | 1),
+            lent_seen: (0..registry.num_slots())
+                .map(|_| Cell::new(u64::MAX))
+                .collect(),
+            registry,
+            previous,
+            wait_depth: Cell::new(0),
+            ran_loop_share: Cell::new(false),
+            cancel_context: Cell::new(ptr::null()),
+            serving: Cell::new(false),
+            unit_credit: CreditFrames::new(),
+            region: Cell::new(start_region),
+            tracing: registry_tracing,
+            trace: Box::default(),
+            steal_floor: approximate_stack_pointer().saturating_sub(stack_budget / 2),
+        }));
+        WORKER_THREAD.with(|cell| cell.set(ptr));
+        WorkerGuard {
+            // SAFETY: from Box::into_raw, never null.
+            ptr: unsafe { NonNull::new_unchecked(ptr) },
+        }
+    }
+
+    /// The worker the calling thread is, if any.
+    #[inline]
+    pub(crate) fn current() -> Option<&'static WorkerThread> {
+        let ptr = WORKER_THREAD.with(Cell::get);
+        // SAFETY: the pointer is set only while the boxed WorkerThread lives
+        // and is cleared (restored) before it is dropped; the reference does
+        // not escape the thread because WorkerThread is !Sync.
+        unsafe { ptr.as_ref() }
+    }
+
+    /// The calling thread's worker, if it belongs to `registry`.
+    #[inline]
+    pub(crate) fn current_in(registry: &Registry) -> Option<&'static WorkerThread> {
+        Self::current().filter(|w| ptr::eq(&*w.registry, registry))
+    }
+
+    #[inline]
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    #[inline]
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    #[inline]
+    fn counters(&self) -> &WorkerCounters {
+        // SAFETY: points into the registry, which this worker keeps alive.
+        unsafe { &*self.counters }
+    }
+
+    /// The isolation region of what this worker runs now.
+    #[inline]
+    pub(crate) fn region(&self) -> Region {
+        self.region.get()
+    }
+
+    /// Enter or leave an isolated region (`isolate`).
+    #[inline]
+    pub(crate) fn set_region(&self, region: Region) {
+        self.region.set(region);
+    }
+
+    /// Push onto the tail of the own deque and tell the sleep protocol.
+    #[inline]
+    pub(crate) fn push(&self, job: JobRef) {
+        let was_empty = self.deque.is_empty();
+        self.deque.push(job);
+        self.registry.sleep.new_internal_jobs(1, was_empty);
+    }
+
+    /// Push onto the tail of the own deque without telling the sleep
+    /// protocol: for work that idle workers may take but that is not worth
+    /// waking one for yet (a pipeline chain lent out around a stage body,
+    /// `pipeline/engine.rs`). Sleepers find it at their next heartbeat
+    /// (`Sleep::start_heartbeat`), searchers at once.
+    #[inline]
+    pub(crate) fn push_quiet(&self, job: JobRef) {
+        self.deque.push(job);
+    }
+
+    /// Pop the tail of the own deque (rule 3) as it is: the caller looks
+    /// for a job it pushed itself, so no proxy is resolved.
+    #[inline]
+    pub(crate) fn pop_own(&self) -> Option<JobRef> {
+        self.deque.pop()
+    }
+
+    /// `Pool::spawn_fifo` from this worker: the job goes behind its
+    /// earlier FIFO spawns, and an indirect job onto its deque.
+    pub(crate) fn push_fifo(&self, job: JobRef) {
+        // SAFETY: we are worker `index` of the registry, which owns the
+        // FIFO and outlives its workers.
+        let indirect = unsafe { self.registry.fifo(self.index).push(self.index, job) };
+        self.push(indirect);
+    }
+
+    /// Pop the newest job of the own deque (rule 3) that a wait in region
+    /// `region` (the worker's current one) may run, for `join` taking its
+    /// second half back.
+    #[inline(always)]
+    pub(crate) fn pop_local(&self, region: Region) -> Option<JobRef> {
+        if region.is_isolated() {
+            return self.pop_own_in(region);
+        }
+        self.deque.pop()
+    }
+
+    /// The newest job of region `region` in the own deque. The newer jobs
+    /// of other regions above it are popped and pushed back in order (a
+    /// Chase-Lev deque cannot skip); since thieves might have looked while
+    /// they were out, the push-back tells the sleep protocol as an
+    /// injection does.
+    #[cold]
+    fn pop_own_in(&self, region: Region) -> Option<JobRef> {
+        let mut aside = Vec::new();
+        let found = loop {
+            match self.deque.pop() {
+                Some(job) if job.region() == region => break Some(job),
+                Some(job) => aside.push(job),
+                None => break None,
+            }
+        };
+        if !aside.is_empty() {
+            for job in aside.into_iter().rev() {
+                self.deque.push(job);
+            }
+            self.registry.sleep.new_injected_jobs(1, true);
+        }
+        found
+    }
+
+    /// Count a task this worker ran outside `run_chain` (a join's second
+    /// half taken back and run inline).
+    #[inline]
+    pub(crate) fn count_task(&self, rule: Rule) {
+        self.counters().task(rule);
+    }
+
+    /// The scope credit frames of this thread (`credit.rs`).
+    #[inline]
+    pub(crate) fn unit_credit(&self) -> &CreditFrames {
+        &self.unit_credit
+    }
+
+    /// Does this worker have tasks waiting for it alone to take (its deque
+    /// or its mailbox)?
+    pub(crate) fn has_pending_tasks(&self) -> bool {
+        !self.deque.is_empty() || !self.registry.mailbox(self.index).is_empty()
+    }
+
+    /// Rule 3 for a task that just finished, without going back through
+    /// the worker's loop: the newest job of the own deque, if it is one
+    /// `is_ready_task` accepts; None if the deque is empty or its newest
+    /// job is not such a task (it stays there, for the loop to take).
+    ///
+    /// Only in a pool thread's main loop outside isolated regions, where
+    /// the loop would take exactly that job next: its latch only asks the
+    /// thread to shut down, so not probing it first changes nothing a
+    /// caller waits for (a nested wait's latch would: it returns as soon
+    /// as its own work is done, not after the worker's other work).
+    #[inline]
+    pub(crate) fn pop_own_task_in_main_loop(
+        &self,
+        is_ready_task: impl FnOnce(&JobRef) -> bool,
+    ) -> Option<JobRef> {
+        if !self.serving.get() || self.wait_depth.get() != 1 || self.region.get().is_isolated() {
+            return None;
+        }
+        let job = self.deque.pop()?;
+        if is_ready_task(&job) {
+            return Some(job);
+        }
+        // Back where it was, for the loop (a proxy needs resolving first).
+        self.deque.push(job);
+        None
+    }
+
+    /// Rules 1 and 2: run `job`, then whatever each task hands straight back.
+    /// (A job of an isolated region takes on its region as it runs: see
+    /// `job::RegionJob`.)
+    #[inline]
+    pub(crate) fn run_chain(&self, job: JobRef, rule: Rule) {
+        // A job taken here belongs to no scope or run of ours: those that
+        // do set their own context (`cancel_context`); the rest (a stolen
+        // join half, a pipeline chain) run in none, not in the one this
+        // wait is nested in.
+        self.with_cancel_context(ptr::null(), || self.run_chain_in_no_context(job, rule));
+    }
+
+    #[inline]
+    fn run_chain_in_no_context(&self, mut job: JobRef, mut rule: Rule) {
+        loop {
+            self.counters().task(rule);
+            let next = if self.tracing {
+                self.run_traced(job, rule)
+            } else {
+                // SAFETY: every job reaching here was taken from exactly one
+                // queue or handed back by the task that owned it: run once.
+                unsafe { job.execute(self) }
+            };
+            match next {
+                Some(next) => {
+                    job = next.job;
+                    rule = next.rule;
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// The structured group of what runs here now (see `cancel_context`).
+    #[inline]
+    pub(crate) fn cancel_context(&self) -> *const Group {
+        self.cancel_context.get()
+    }
+
+    /// Run `f` as work of `group` (its tasks and nested scopes see it as
+    /// their context), then restore the context, also if `f` unwinds.
+    #[inline]
+    pub(crate) fn with_cancel_context<R>(&self, group: *const Group, f: impl FnOnce() -> R) -> R {
+        struct Restore<'w>(&'w Cell<*const Group>, *const Group);
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                self.0.set(self.1);
+            }
+        }
+        let _restore = Restore(&self.cancel_context, self.cancel_context.replace(group));
+        f()
+    }
+}
