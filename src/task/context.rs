@@ -119,7 +119,7 @@ impl<'w> Context<'w> {
     #[inline(always)]
     pub fn continuation<T: Task>(&mut self, task: T) -> Continuation<'w> {
         Continuation {
-            node: node::running::continuation(self.node, self.group, task),
+            node: node::continuation::continuation(self.node, self.group, task),
             _not_send: PhantomData,
         }
     }
@@ -138,7 +138,7 @@ impl<'w> Context<'w> {
     /// cells in `T`). After `continuation`, the first successor is the new
     /// continuation.
     pub fn successor<T: Task + Sync>(&self) -> Option<&T> {
-        node::running::successor_body(self.node)
+        node::continuation::successor_body(self.node)
     }
 }
 
@@ -146,7 +146,7 @@ impl<'w> Context<'w> {
 /// [`Continuation::child`]. It starts once the task that made it and all the
 /// children have completed.
 pub struct Continuation<'w> {
-    node: node::running::ContinuationRef,
+    node: node::continuation::ContinuationRef,
     _not_send: PhantomData<(&'w (), *const ())>,
 }
 
@@ -156,7 +156,7 @@ impl Continuation<'_> {
     /// continuation.
     #[inline(always)]
     pub fn child<T: Task>(&self, task: T) -> TaskRef {
-        node::running::child_of(&self.node, task)
+        node::continuation::child_of(&self.node, task)
     }
 
     /// [`Continuation::child`] with a closure body.
@@ -164,6 +164,6 @@ impl Continuation<'_> {
     where
         F: FnOnce(&mut Context<'_>) + Send + 'static,
     {
-        node::running::child_of(&self.node, node::FnTask::new(f))
+        node::continuation::child_of(&self.node, node::FnTask::new(f))
     }
 }
