@@ -13,13 +13,13 @@
 //!   (`free_node`), which is what lets a child live in its continuation's
 //!   reserve.
 
-use super::Context;
 use super::handle::TaskRef;
 use super::layout::{Header, header, header_of};
 use super::ready::{ReadyNode, Remains, cancel_chain, free_node, release_hold, release_unit};
 use crate::observe::stats::Rule;
 use crate::platform::sync::Ordering;
 use crate::platform::unwind;
+use crate::task::context::Context;
 use crate::task::successors::{Many, Split};
 use crate::worker::group::Group;
 use crate::worker::thread::{ExecuteFn, JobRef, Next, WorkerThread};

@@ -15,7 +15,6 @@
 //!   in that group finishes after it and so represents it: the group cannot
 //!   end while the node may still run.
 
-use super::Context;
 use super::cycle::{EDGE_LOCK, reaches};
 use super::layout::{Header, NO_AFFINITY, Node, header, header_of};
 use super::ready::{ReadyNode, cancel_chain, release_hold};
@@ -24,6 +23,7 @@ use crate::platform::prefetch::prefetch_for_write;
 use crate::platform::sync::Ordering;
 use crate::queues::dispatch::{Dispatch, Priority};
 use crate::queues::region::Region;
+use crate::task::context::Context;
 use crate::worker::group::Group;
 use std::fmt;
 use std::ptr::NonNull;

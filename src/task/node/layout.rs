@@ -14,12 +14,12 @@
 //!   its continuation's reserve is dropped, never freed, and before it
 //!   releases the continuation.
 
-use super::Context;
 use super::handle::{Task, TaskRef};
 use crate::platform::node_alloc;
 use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicU32};
 use crate::queues::dispatch::{Dispatch, Priority};
 use crate::queues::region::Region;
+use crate::task::context::Context;
 use crate::task::successors::Successors;
 use crate::worker::group::Group;
 use std::alloc::Layout;

@@ -27,7 +27,7 @@
 //! - `ready.rs`: the `pending` count and how ownership moves through it;
 //!   routing a ready node; releasing units; cancelled chains.
 //! - `execute.rs`: running a ready node and completing it (rules 1 and 2).
-//! - `continuation.rs`: what a running task's [`Context`] may do to its
+//! - `continuation.rs`: what a running task's `Context` may do to its
 //!   node: continuations, their children, the successor's body.
 //!
 //! The only `unsafe` of the task layer is in this module: raw node pointers,
@@ -43,32 +43,3 @@ mod ready;
 pub(crate) use handle::{FnTask, submit_all};
 pub use handle::{Task, TaskRef};
 pub(crate) use layout::Header;
-
-use crate::worker::group::Group;
-use crate::worker::thread::WorkerThread;
-use std::ptr::NonNull;
-
-/// The scheduler's side of a running task, passed to [`Task::execute`]:
-/// through it a task spawns children, builds continuations, and hands
-/// results to its successor.
-pub struct Context<'w> {
-    pub(super) worker: &'w WorkerThread,
-    pub(super) node: NonNull<Header>,
-    pub(super) group: &'w Group,
-    pub(super) recycle: bool,
-}
-
-impl<'w> Context<'w> {
-    pub(crate) fn new(worker: &'w WorkerThread, node: NonNull<Header>, group: &'w Group) -> Self {
-        Context {
-            worker,
-            node,
-            group,
-            recycle: false,
-        }
-    }
-
-    pub(crate) fn recycle_requested(&self) -> bool {
-        self.recycle
-    }
-}
