@@ -14,7 +14,7 @@
 //!   reserve.
 
 use super::handle::TaskRef;
-use super::layout::{Header, header, header_of};
+use super::layout::{Header, header};
 use super::ready::{ReadyNode, Remains, cancel_chain, free_node, release_hold, release_unit};
 use crate::observe::stats::Rule;
 use crate::platform::sync::Ordering;
@@ -247,10 +247,10 @@ fn release_successor(
     worker: &WorkerThread,
 ) -> Option<ReadyNode> {
     if failed {
-        header_of(s).cancelled.store(true, Ordering::Relaxed);
+        header(s).cancelled.store(true, Ordering::Relaxed);
     }
     let ready = release_hold(s)?;
-    if header_of(s).cancelled.load(Ordering::Relaxed) {
+    if header(s).cancelled.load(Ordering::Relaxed) {
         // Never runs: complete it (and what it cancels) here.
         cancel_chain(s);
         None

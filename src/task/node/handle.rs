@@ -16,7 +16,7 @@
 //!   end while the node may still run.
 
 use super::cycle::{EDGE_LOCK, reaches};
-use super::layout::{Header, NO_AFFINITY, Node, header, header_of};
+use super::layout::{self, Header, NO_AFFINITY, Node, header};
 use super::ready::{ReadyNode, cancel_chain, release_hold};
 use crate::error::TaskError;
 use crate::platform::prefetch::prefetch_for_write;
@@ -251,8 +251,9 @@ impl TaskRef {
             header.group.store(group_ptr, Ordering::Relaxed);
             // A successor already in this group finishes after us and so
             // represents us; otherwise we may be the group's last node.
+            // (`layout::header`: the local `header` shadows the function.)
             let in_group =
-                |s: &NonNull<Header>| header_of(*s).group.load(Ordering::Relaxed) == group_ptr;
+                |s: &NonNull<Header>| layout::header(*s).group.load(Ordering::Relaxed) == group_ptr;
             let represented = meta.successors.iter().any(|s| in_group(&s));
             if !represented {
                 meta.holds_unit = true;

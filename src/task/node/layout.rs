@@ -227,15 +227,12 @@ impl<T: Task> Node<T> {
     }
 }
 
+/// A node's header: the node layer's one way from a raw node pointer to
+/// its fields (a safe function, for the reason its safety comment gives).
 #[inline]
 pub(super) fn header<'a>(node: NonNull<Header>) -> &'a Header {
     // SAFETY: every NonNull<Header> in `node` points at a live node:
     // handles and ready nodes own theirs, and successor pointers are kept
     // alive by the pending count they are part of.
     unsafe { node.as_ref() }
-}
-
-#[inline]
-pub(super) fn header_of<'a>(node: NonNull<Header>) -> &'a Header {
-    header(node)
 }
