@@ -91,7 +91,7 @@ unsafe fn execute_node(mut node: NonNull<Header>, worker: &WorkerThread) -> Opti
                     // at the top), without a trip through it. (Not into or
                     // out of an isolation region: a region job's wrapper
                     // sets and restores the worker's region around it.)
-                    Taken::Successor(ready)
+                    LeftToRun::Successor(ready)
                         if !ready.region().is_isolated() && !worker.region().is_isolated() =>
                     {
                         worker.count_task(Rule::Successor);
@@ -101,7 +101,7 @@ unsafe fn execute_node(mut node: NonNull<Header>, worker: &WorkerThread) -> Opti
                     // Nothing made ready: rule 3 right here when the loop
                     // would take the deque's newest job next anyway and it
                     // is a task node (a spawned child, in a fork-join).
-                    Taken::Nothing => {
+                    LeftToRun::Nothing => {
                         let job = worker.pop_own_task_in_main_loop(|job| {
                             job.is_plain_run_by(execute_job as ExecuteFn)
                         })?;
@@ -109,7 +109,7 @@ unsafe fn execute_node(mut node: NonNull<Header>, worker: &WorkerThread) -> Opti
                         node = job.pointer().cast();
                         continue 'nodes;
                     }
-                    taken => taken.into_next(),
+                    left => left.into_next(),
                 };
             }
             if bypass.is_some() || worker.tracing() {
@@ -167,8 +167,9 @@ unsafe fn recycled(node: NonNull<Header>, bypass: Option<JobRef>, worker: &Worke
     }
 }
 
-/// What completing a node leaves to run next on this worker.
-enum Taken {
+/// What completing a node leaves to run next on this worker. (Not
+/// `queues::proxy::Taken`, which is what taking a proxy entry gave.)
+enum LeftToRun {
     Nothing,
     /// The task the node returned (rule 1).
     Bypass(JobRef),
@@ -176,15 +177,16 @@ enum Taken {
     Successor(ReadyNode),
 }
 
-impl Taken {
+impl LeftToRun {
+    /// As the worker loop's next job.
     fn into_next(self) -> Option<Next> {
         match self {
-            Taken::Nothing => None,
-            Taken::Bypass(job) => Some(Next {
+            LeftToRun::Nothing => None,
+            LeftToRun::Bypass(job) => Some(Next {
                 job,
                 rule: Rule::Returned,
             }),
-            Taken::Successor(ready) => Some(Next {
+            LeftToRun::Successor(ready) => Some(Next {
                 job: ready.into_job(),
                 rule: Rule::Successor,
             }),
@@ -205,7 +207,7 @@ unsafe fn finish(
     worker: &WorkerThread,
     failed: bool,
     bypass: Option<JobRef>,
-) -> Taken {
+) -> LeftToRun {
     // SAFETY: we own the node, and it completed: nothing points at it.
     let Remains { successors, unit } = unsafe { free_node(node) };
     let successor = match successors.split() {
@@ -215,9 +217,9 @@ unsafe fn finish(
     };
     release_unit(unit);
     match (bypass, successor) {
-        (Some(job), _) => Taken::Bypass(job),
-        (None, Some(ready)) => Taken::Successor(ready),
-        (None, None) => Taken::Nothing,
+        (Some(job), _) => LeftToRun::Bypass(job),
+        (None, Some(ready)) => LeftToRun::Successor(ready),
+        (None, None) => LeftToRun::Nothing,
     }
 }
 
