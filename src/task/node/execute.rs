@@ -7,8 +7,9 @@
 //! Invariants:
 //! - A ready node is run by one worker, once per readiness (a recycled node
 //!   is ready again, as a new job).
-//! - A node that failed (panicked, was cancelled, or its group was) does
-//!   not run its body, and cancels its successors.
+//! - A cancelled node, or one whose group is cancelled, is completed
+//!   without running its body; a node that did not run to the end
+//!   (skipped, or its body panicked) cancels its successors.
 //! - A node is freed before its successors and group unit are released
 //!   (`free_node`), which is what lets a child live in its continuation's
 //!   reserve.
