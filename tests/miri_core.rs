@@ -577,7 +577,7 @@ impl Drop for Dropped {
 }
 
 /// A continuation's body of `N` bytes of padding: small ones share a block
-/// with their first child (`Memory::WithReserve` in node.rs), large ones
+/// with their first child (`Memory::WithReserve` in task/node/layout.rs), large ones
 /// do not.
 struct Join<const N: usize> {
     delivered: AtomicUsize,

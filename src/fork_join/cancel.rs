@@ -2,7 +2,7 @@
 //! `is_current_task_group_canceling`): [`Scope::cancel`] and
 //! `Context::cancel_run` mark the group (a run may also be given a
 //! `CancelToken`, asked with the flag); its tasks that have not started
-//! are dropped unrun when a worker takes them (`scope.rs`, `task/node.rs`);
+//! are dropped unrun when a worker takes them (`scope.rs`, `task/node/execute.rs`);
 //! running ones ask [`is_cancelled`]; the `*_cancellable` calls return
 //! [`Cancelled`].
 //!

@@ -2,7 +2,7 @@
 //! and the shared queue hold.
 //!
 //! A [`JobRef`] is a pointer plus the function that runs it. Two kinds of
-//! work sit behind it: heap task nodes (`task/node.rs`), which may hand back the
+//! work sit behind it: heap task nodes (`task/node/`), which may hand back the
 //! next task to run (rules 1 and 2), and [`StackJob`]s, closures that live
 //! on the stack of a thread blocked until the job's latch is set.
 //!

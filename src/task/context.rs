@@ -17,13 +17,41 @@
 //! Invariant: a [`Continuation`] handle cannot outlive the `execute` call it
 //! was made in (it borrows the context's lifetime), and until that call
 //! returns the continuation cannot start.
+//!
+//! This file owns `Context`: its fields are private here. The node layer
+//! makes one for each run of a body (`Context::new`) and reads back only
+//! whether the body asked to run again (`recycle_requested`); everything
+//! else a context does to its node goes through `node::continuation`.
 
 use crate::error::AffinityError;
 use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY};
-use crate::task::node::{self, Context, Task, TaskRef};
+use crate::task::node::{self, Header, Task, TaskRef};
+use crate::worker::group::Group;
+use crate::worker::thread::WorkerThread;
 use std::marker::PhantomData;
+use std::ptr::NonNull;
+
+/// The scheduler's side of a running task, passed to [`Task::execute`]:
+/// through it a task spawns children, builds continuations, and hands
+/// results to its successor.
+pub struct Context<'w> {
+    worker: &'w WorkerThread,
+    node: NonNull<Header>,
+    group: &'w Group,
+    recycle: bool,
+}
 
 impl<'w> Context<'w> {
+    /// The context of one run of `node`'s body on `worker`, in `group`.
+    pub(crate) fn new(worker: &'w WorkerThread, node: NonNull<Header>, group: &'w Group) -> Self {
+        Context {
+            worker,
+            node,
+            group,
+            recycle: false,
+        }
+    }
+
     /// The index of the worker running this task.
     pub fn worker_index(&self) -> usize {
         self.worker.index()
@@ -119,7 +147,7 @@ impl<'w> Context<'w> {
     #[inline(always)]
     pub fn continuation<T: Task>(&mut self, task: T) -> Continuation<'w> {
         Continuation {
-            node: node::running::continuation(self.node, self.group, task),
+            node: node::continuation::continuation(self.node, self.group, task),
             _not_send: PhantomData,
         }
     }
@@ -133,12 +161,18 @@ impl<'w> Context<'w> {
         self.recycle = true;
     }
 
+    /// Whether the body asked to run again: read by the node layer after
+    /// the body returned, to decide between completing and re-running.
+    pub(crate) fn recycle_requested(&self) -> bool {
+        self.recycle
+    }
+
     /// The body of this task's first successor, if it is a `T`: how a child
     /// hands its result to its continuation (use atomics or other `Sync`
     /// cells in `T`). After `continuation`, the first successor is the new
     /// continuation.
     pub fn successor<T: Task + Sync>(&self) -> Option<&T> {
-        node::running::successor_body(self.node)
+        node::continuation::successor_body(self.node)
     }
 }
 
@@ -146,7 +180,7 @@ impl<'w> Context<'w> {
 /// [`Continuation::child`]. It starts once the task that made it and all the
 /// children have completed.
 pub struct Continuation<'w> {
-    node: node::running::ContinuationRef,
+    node: node::continuation::ContinuationRef,
     _not_send: PhantomData<(&'w (), *const ())>,
 }
 
@@ -156,7 +190,7 @@ impl Continuation<'_> {
     /// continuation.
     #[inline(always)]
     pub fn child<T: Task>(&self, task: T) -> TaskRef {
-        node::running::child_of(&self.node, task)
+        node::continuation::child_of(&self.node, task)
     }
 
     /// [`Continuation::child`] with a closure body.
@@ -164,6 +198,6 @@ impl Continuation<'_> {
     where
         F: FnOnce(&mut Context<'_>) + Send + 'static,
     {
-        node::running::child_of(&self.node, node::FnTask::new(f))
+        node::continuation::child_of(&self.node, node::FnTask::new(f))
     }
 }

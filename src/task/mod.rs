@@ -8,5 +8,5 @@ pub(crate) mod node;
 pub(crate) mod submit;
 pub(crate) mod successors;
 
-pub use context::Continuation;
-pub use node::{Context, Task, TaskRef};
+pub use context::{Context, Continuation};
+pub use node::{Task, TaskRef};

@@ -14,7 +14,7 @@
 //! Invariants: the low bit is set exactly when the list owns a boxed vector,
 //! and that vector holds at least two successors; the list frees the vector
 //! when it is dropped. The list does not own the nodes it points at (their
-//! pending counts keep them alive, see `node.rs`).
+//! pending counts keep them alive, see `node/ready.rs`).
 
 use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
@@ -23,7 +23,7 @@ use std::ptr::{self, NonNull};
 const MANY: usize = 1;
 
 /// Successors of type `N` (the task node header; generic so that this
-/// file needs nothing from `node.rs`, whose nodes hold it). `N` must be
+/// file needs nothing from `node/`, whose nodes hold it). `N` must be
 /// aligned to at least 2, which the constant below checks where it is used.
 pub(crate) struct Successors<N> {
     word: *mut (),
