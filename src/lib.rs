@@ -105,16 +105,15 @@ pub mod loom_api;
 pub use cancel::{CancelToken, Cancelled, is_cancelled};
 pub use error::{AffinityError, BuildError, PipelineError, TaskError};
 pub use fork_join::{
-    BroadcastContext, FnContext, Scope, ScopeFifo, Yield, broadcast,
-    current_thread_has_pending_tasks, current_thread_index, in_place_scope, in_place_scope_fifo,
-    isolate, join, join_context, max_num_threads, scope, scope_cancellable, scope_fifo,
-    scope_fifo_cancellable, yield_local, yield_now,
+    FnContext, Scope, ScopeFifo, Yield, current_thread_has_pending_tasks, current_thread_index,
+    in_place_scope, in_place_scope_fifo, isolate, join, join_context, max_num_threads, scope,
+    scope_cancellable, scope_fifo, scope_fifo_cancellable, yield_local, yield_now,
 };
 pub use graph::{Graph, GraphError, NodeId, Subflow};
 pub use loops::{
-    AffinityPartitioner, Partitioner, Range2d, for_chunks, for_chunks_mut, for_chunks_mut_with,
-    for_chunks_with, for_each_index, for_range, for_range_with, for_tiles, for_tiles_with, reduce,
-    reduce_deterministic, reduce_with,
+    AffinityPartitioner, BroadcastContext, Partitioner, Range2d, broadcast, for_chunks,
+    for_chunks_mut, for_chunks_mut_with, for_chunks_with, for_each_index, for_range,
+    for_range_with, for_tiles, for_tiles_with, reduce, reduce_deterministic, reduce_with,
 };
 pub use observe::{Rule, SleepEvent, Stats, TaskEvent, Trace, WorkerStats};
 pub use pipeline::{Pipeline, StageMode};

@@ -17,7 +17,7 @@
 
 use super::scope::{Scope, ScopeFifo, finish_scope, scope_on_worker};
 use crate::cancel::Cancelled;
-use crate::pool::Pool;
+use crate::worker::global::global_registry;
 use crate::worker::thread::WorkerThread;
 
 /// [`scope`](crate::scope) that says whether it was cancelled
@@ -51,7 +51,7 @@ where
 {
     let (value, cancelled) = match WorkerThread::current() {
         Some(worker) => scope_on_worker(worker, op),
-        None => Pool::global().install(|| {
+        None => global_registry().in_worker(|_| {
             let worker = WorkerThread::current().expect("install runs on a worker");
             scope_on_worker(worker, op)
         }),
@@ -80,7 +80,7 @@ where
     };
     let (value, cancelled) = match WorkerThread::current() {
         Some(worker) => run(worker, op),
-        None => Pool::global().install(|| {
+        None => global_registry().in_worker(|_| {
             run(
                 WorkerThread::current().expect("install runs on a worker"),
                 op,
@@ -88,35 +88,4 @@ where
         }),
     };
     if cancelled { Err(Cancelled) } else { Ok(value) }
-}
-
-impl Pool {
-    /// [`scope_cancellable`] inside this pool.
-    ///
-    /// ```
-    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
-    /// assert_eq!(pool.scope_cancellable(|s| s.spawn(|_| {})), Ok(()));
-    /// assert_eq!(pool.scope_cancellable(|s| s.cancel()), Err(sixfold::Cancelled));
-    /// ```
-    pub fn scope_cancellable<'scope, OP, R>(&self, op: OP) -> Result<R, Cancelled>
-    where
-        OP: FnOnce(&Scope<'scope>) -> R + Send,
-        R: Send,
-    {
-        self.install(|| scope_cancellable(op))
-    }
-
-    /// [`scope_fifo_cancellable`] inside this pool.
-    ///
-    /// ```
-    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
-    /// assert_eq!(pool.scope_fifo_cancellable(|s| s.cancel()), Err(sixfold::Cancelled));
-    /// ```
-    pub fn scope_fifo_cancellable<'scope, OP, R>(&self, op: OP) -> Result<R, Cancelled>
-    where
-        OP: FnOnce(&ScopeFifo<'scope>) -> R + Send,
-        R: Send,
-    {
-        self.install(|| scope_fifo_cancellable(op))
-    }
 }

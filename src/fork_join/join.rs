@@ -16,8 +16,8 @@
 use crate::observe::stats::Rule;
 use crate::platform::latch::CountLatch;
 use crate::platform::unwind;
-use crate::pool::Pool;
 use crate::queues::region::Region;
+use crate::worker::global::global_registry;
 use crate::worker::thread::{JobRef, Next};
 use crate::worker::thread::{Resolved, WorkerThread};
 use std::any::Any;
@@ -53,7 +53,7 @@ where
 {
     match WorkerThread::current() {
         Some(worker) => join_on_worker(worker, a, b),
-        None => Pool::global().install(|| join(a, b)),
+        None => global_registry().in_worker(|_| join(a, b)),
     }
 }
 
@@ -200,27 +200,5 @@ where
         self.result
             .into_inner()
             .expect("join job finished without a result")
-    }
-}
-
-impl Pool {
-    /// [`join`](crate::join) inside this pool: run `a` and `b`, potentially
-    /// in parallel, and return both results. From outside the pool the
-    /// caller blocks until both finished.
-    ///
-    /// ```
-    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
-    /// let data = vec![1, 2, 3, 4];
-    /// let (left, right) = pool.join(|| data[..2].iter().sum::<i32>(), || data[2..].iter().sum::<i32>());
-    /// assert_eq!((left, right), (3, 7));
-    /// ```
-    pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
-    where
-        A: FnOnce() -> RA + Send,
-        B: FnOnce() -> RB + Send,
-        RA: Send,
-        RB: Send,
-    {
-        self.install(|| join(a, b))
     }
 }

@@ -8,11 +8,13 @@ pub(crate) mod join;
 mod rayon_api;
 pub(crate) mod scope;
 
+pub(crate) use scope::{in_place_scope_fifo_in, in_place_scope_in};
+
 pub use cancel::{scope_cancellable, scope_fifo_cancellable};
 pub use isolate::isolate;
 pub use join::join;
 pub use rayon_api::{
-    BroadcastContext, FnContext, Yield, broadcast, current_thread_has_pending_tasks,
-    current_thread_index, join_context, max_num_threads, yield_local, yield_now,
+    FnContext, Yield, current_thread_has_pending_tasks, current_thread_index, join_context,
+    max_num_threads, yield_local, yield_now,
 };
 pub use scope::{Scope, ScopeFifo, in_place_scope, in_place_scope_fifo, scope, scope_fifo};

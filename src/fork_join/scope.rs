@@ -22,9 +22,9 @@
 use crate::platform::latch::CountLatch;
 use crate::platform::node_alloc;
 use crate::platform::unwind;
-use crate::pool::Pool;
 use crate::queues::fifo::WorkerFifo;
 use crate::queues::region::Region;
+use crate::worker::global::global_registry;
 use crate::worker::group::{Group, OnPanic};
 use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
@@ -83,7 +83,7 @@ where
 {
     match WorkerThread::current() {
         Some(worker) => scope_on_worker(worker, op).0,
-        None => Pool::global().install(|| scope(op)),
+        None => global_registry().in_worker(|_| scope(op)),
     }
 }
 
@@ -159,7 +159,7 @@ where
             finish_scope(worker, &scope, || op(&scope)).0
         }
         None => {
-            let scope = Scope::outside(Pool::global().registry());
+            let scope = Scope::outside(global_registry());
             finish_outside(&scope, || op(&scope)).0
         }
     }
@@ -190,63 +190,38 @@ where
             finish_scope(worker, &scope.base, || op(&scope)).0
         }
         None => {
-            let scope = ScopeFifo::outside(Pool::global().registry());
+            let scope = ScopeFifo::outside(global_registry());
             finish_outside(&scope.base, || op(&scope)).0
         }
     }
 }
 
-impl Pool {
-    /// [`in_place_scope`] with the spawned tasks in this pool: `op` runs on
-    /// the calling thread. From a thread that is not one of this pool's
-    /// workers, the caller blocks until the tasks finished.
-    ///
-    /// ```
-    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
-    /// let caller = std::thread::current().id();
-    /// let mut ran_on = None;
-    /// pool.in_place_scope(|s| {
-    ///     ran_on = Some(std::thread::current().id());
-    ///     s.spawn(|_| assert!(sixfold::current_worker().is_some()));
-    /// });
-    /// assert_eq!(ran_on, Some(caller));
-    /// ```
-    pub fn in_place_scope<'scope, OP, R>(&self, op: OP) -> R
-    where
-        OP: FnOnce(&Scope<'scope>) -> R,
-    {
-        match WorkerThread::current_in(self.registry()) {
-            Some(_) => in_place_scope(op),
-            None => {
-                let scope = Scope::outside(self.registry());
-                finish_outside(&scope, || op(&scope)).0
-            }
+/// [`in_place_scope`] whose tasks go to `registry`'s pool: `op` runs on
+/// the calling thread, which, if it is not one of that pool's workers,
+/// blocks until the tasks finished.
+pub(crate) fn in_place_scope_in<'scope, OP, R>(registry: &Arc<Registry>, op: OP) -> R
+where
+    OP: FnOnce(&Scope<'scope>) -> R,
+{
+    match WorkerThread::current_in(registry) {
+        Some(_) => in_place_scope(op),
+        None => {
+            let scope = Scope::outside(registry);
+            finish_outside(&scope, || op(&scope)).0
         }
     }
+}
 
-    /// [`in_place_scope_fifo`] with the spawned tasks in this pool.
-    ///
-    /// ```
-    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
-    /// let log = std::sync::Mutex::new(Vec::new());
-    /// pool.in_place_scope_fifo(|s| {
-    ///     for i in 0..3 {
-    ///         let log = &log;
-    ///         s.spawn_fifo(move |_| log.lock().unwrap().push(i));
-    ///     }
-    /// });
-    /// assert_eq!(*log.lock().unwrap(), [0, 1, 2]);
-    /// ```
-    pub fn in_place_scope_fifo<'scope, OP, R>(&self, op: OP) -> R
-    where
-        OP: FnOnce(&ScopeFifo<'scope>) -> R,
-    {
-        match WorkerThread::current_in(self.registry()) {
-            Some(_) => in_place_scope_fifo(op),
-            None => {
-                let scope = ScopeFifo::outside(self.registry());
-                finish_outside(&scope.base, || op(&scope)).0
-            }
+/// [`in_place_scope_fifo`] whose tasks go to `registry`'s pool.
+pub(crate) fn in_place_scope_fifo_in<'scope, OP, R>(registry: &Arc<Registry>, op: OP) -> R
+where
+    OP: FnOnce(&ScopeFifo<'scope>) -> R,
+{
+    match WorkerThread::current_in(registry) {
+        Some(_) => in_place_scope_fifo(op),
+        None => {
+            let scope = ScopeFifo::outside(registry);
+            finish_outside(&scope.base, || op(&scope)).0
         }
     }
 }
@@ -406,7 +381,7 @@ where
             let scope = ScopeFifo::new(worker);
             finish_scope(worker, &scope.base, || op(&scope)).0
         }
-        None => Pool::global().install(|| scope_fifo(op)),
+        None => global_registry().in_worker(|_| scope_fifo(op)),
     }
 }
 
@@ -609,48 +584,3 @@ const _: () = {
     assert_sync::<Scope<'static>>();
     assert_sync::<ScopeFifo<'static>>();
 };
-
-impl Pool {
-    /// [`scope`](crate::scope) inside this pool: spawned tasks may borrow
-    /// from the caller's frame; returns when all of them finished.
-    ///
-    /// ```
-    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
-    /// let mut halves = [0u64; 2];
-    /// let (a, b) = halves.split_at_mut(1);
-    /// pool.scope(|s| {
-    ///     s.spawn(|_| a[0] = (1..=50).sum());
-    ///     s.spawn(|_| b[0] = (51..=100).sum());
-    /// });
-    /// assert_eq!(halves[0] + halves[1], 5050);
-    /// ```
-    pub fn scope<'scope, OP, R>(&self, op: OP) -> R
-    where
-        OP: FnOnce(&Scope<'scope>) -> R + Send,
-        R: Send,
-    {
-        self.install(|| scope(op))
-    }
-
-    /// [`scope_fifo`](crate::scope_fifo) inside this pool: each worker
-    /// starts the tasks it spawned oldest first.
-    ///
-    /// ```
-    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
-    /// let order = std::sync::Mutex::new(Vec::new());
-    /// pool.scope_fifo(|s| {
-    ///     for i in 0..3 {
-    ///         let order = &order;
-    ///         s.spawn_fifo(move |_| order.lock().unwrap().push(i));
-    ///     }
-    /// });
-    /// assert_eq!(*order.lock().unwrap(), [0, 1, 2]);
-    /// ```
-    pub fn scope_fifo<'scope, OP, R>(&self, op: OP) -> R
-    where
-        OP: FnOnce(&ScopeFifo<'scope>) -> R + Send,
-        R: Send,
-    {
-        self.install(|| scope_fifo(op))
-    }
-}

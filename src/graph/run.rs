@@ -29,7 +29,8 @@ use crate::platform::latch::CountLatch;
 use crate::platform::prefetch::prefetch_for_write;
 use crate::platform::unwind;
 use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY, SharedPlace};
-use crate::queues::region::Region;
+use crate::queues::region::{self, Region};
+use crate::worker::entry::Entry;
 use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
 use crate::worker::thread::{JobRef, Next};
@@ -455,24 +456,11 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
         .names_len
         .store(graph.trace_names.len(), Ordering::Relaxed);
     shared.used_shared_queue.reset();
-    shared.region.store(
-        crate::worker::thread::current_region().to_bits(),
-        Ordering::Relaxed,
-    );
-    let roots = &graph.roots;
-    let sinks = graph.sinks;
-    match WorkerThread::current_in(registry) {
-        Some(worker) => run_on_worker(worker, shared, roots, sinks),
-        None if registry.num_threads() == 0 => {
-            registry.with_guest(|worker| run_on_worker(worker, shared, roots, sinks))
-        }
-        None => {
-            shared.blocking.reset();
-            let latch = CountLatch::for_thread_with(shared.blocking.clone());
-            start(registry, shared, &latch, roots, sinks, None);
-            latch.wait_blocking();
-        }
-    }
+    registry.enter(StartRoots {
+        shared,
+        roots: &graph.roots,
+        sinks: graph.sinks,
+    });
     // Every node ran (or was skipped): take the outcome, and clear the
     // token so the graph can run again.
     let panic = shared.panic.lock().take();
@@ -487,15 +475,47 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
     }
 }
 
-fn run_on_worker(worker: &WorkerThread, shared: &RunShared, roots: &[u32], sinks: usize) {
-    let registry = worker.registry();
-    let latch = CountLatch::for_worker(registry.wake_owner(worker.index()));
-    worker.prepare_wait(&shared.used_shared_queue);
-    start(registry, shared, &latch, roots, sinks, Some(worker));
-    worker.wait_until(
-        latch.as_core().expect("a worker's latch"),
-        Some(&shared.used_shared_queue),
-    );
+/// What a graph run starts: its roots, with the caller's hold on the
+/// latch for every sink.
+struct StartRoots<'g> {
+    shared: &'g RunShared,
+    roots: &'g [u32],
+    sinks: usize,
+}
+
+impl Entry for StartRoots<'_> {
+    type Output = ();
+
+    fn on_worker(self, worker: &WorkerThread) {
+        let StartRoots {
+            shared,
+            roots,
+            sinks,
+        } = self;
+        let registry = worker.registry();
+        shared
+            .region
+            .store(worker.region().to_bits(), Ordering::Relaxed);
+        let latch = CountLatch::for_worker(registry.wake_owner(worker.index()));
+        worker.prepare_wait(&shared.used_shared_queue);
+        start(registry, shared, &latch, roots, sinks, Some(worker));
+        worker.wait_until(
+            latch.as_core().expect("a worker's latch"),
+            Some(&shared.used_shared_queue),
+        );
+    }
+
+    /// The roots go straight to the pool's queues; the caller blocks.
+    fn blocking_outside(self, registry: &Arc<Registry>) {
+        let shared = self.shared;
+        shared
+            .region
+            .store(region::outside_current().to_bits(), Ordering::Relaxed);
+        shared.blocking.reset();
+        let latch = CountLatch::for_thread_with(shared.blocking.clone());
+        start(registry, shared, &latch, self.roots, self.sinks, None);
+        latch.wait_blocking();
+    }
 }
 
 /// Publish the latch, route the roots, drop the caller's hold.

@@ -35,28 +35,28 @@
 //! once (`range.rs`, `split.rs`, `placed.rs` each keep it for their part);
 //! the slice loops rely on it to hand out disjoint sub-slices.
 
+mod broadcast;
 mod partitioner;
 pub(crate) mod placed;
 mod range;
 mod split;
 
+pub(crate) use broadcast::broadcast_on;
+pub use broadcast::{BroadcastContext, broadcast};
 pub use partitioner::{AffinityPartitioner, Partitioner};
 pub use range::Range2d;
 
-use crate::pool::Pool;
+use crate::worker::global::current_registry;
 use crate::worker::thread::WorkerThread;
 use range::LoopRange;
 use split::{Splitter, split_and_run};
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-/// Run `f` on a worker: this thread's, or the global pool's (entered once,
-/// as `install` does).
+/// Run `f` on a worker: this thread, if it is one, else one of the global
+/// pool's (entered once, as `install` does).
 fn on_a_worker<R: Send>(f: impl FnOnce(&WorkerThread) -> R + Send) -> R {
-    match WorkerThread::current() {
-        Some(worker) => f(worker),
-        None => Pool::global().install(|| on_a_worker(f)),
-    }
+    current_registry().in_worker(f)
 }
 
 /// The trace name of a task that ran loop pieces.

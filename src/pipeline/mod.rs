@@ -17,8 +17,9 @@ use crate::cancel::CancelToken;
 use crate::error::PipelineError;
 use crate::platform::latch::CountLatch;
 use crate::platform::unwind;
-use crate::queues::dispatch::SharedPlace;
+use crate::queues::dispatch::{Priority, SharedPlace};
 use crate::queues::region;
+use crate::worker::entry::Entry;
 use crate::worker::thread::Registry;
 use crate::worker::thread::WorkerThread;
 use engine::Engine;
@@ -230,7 +231,7 @@ impl<'a, T: Send + 'a> Pipeline<'a, T> {
     ///     .priority(sixfold::Priority::High);
     /// pool.run_pipeline(&mut p, 2).unwrap();
     /// ```
-    pub fn priority(mut self, priority: crate::Priority) -> Self {
+    pub fn priority(mut self, priority: Priority) -> Self {
         self.engine.priority = priority;
         self
     }
@@ -338,26 +339,10 @@ pub(crate) fn run_pipeline<T>(
     // Chains are lent out quietly around stage bodies: sleepers must look
     // for them now and then while the run lasts (`Sleep`'s heartbeat).
     let _heartbeat = (num_workers > 1).then(|| Heartbeat::start(registry));
-    match WorkerThread::current() {
-        Some(worker) if Arc::ptr_eq(worker.registry(), registry) => {
-            run_on_worker(worker, engine, tokens)
-        }
-        // A worker of another pool waits by working on its own.
-        Some(_) => registry.in_worker(|worker| run_on_worker(worker, engine, tokens)),
-        None if registry.num_threads() == 0 => {
-            registry.with_guest(|worker| run_on_worker(worker, engine, tokens))
-        }
-        None => {
-            let latch = CountLatch::for_thread();
-            latch.add(tokens - 1);
-            let job = engine.prepare(tokens, num_workers, &latch, region::outside_current());
-            // From outside the pool: through the shared queue (rule 5).
-            let place = engine.used_shared_queue.note();
-            let priority = engine.priority;
-            registry.inject_at(job, None, SharedPlace { priority, ..place });
-            latch.wait_blocking();
-        }
-    }
+    registry.enter(StartTokens {
+        engine: &mut *engine,
+        tokens,
+    });
     // The last token retired; the thread that retired it may still be on
     // its way out of the engine's code.
     registry.wait_until_none_inside(ptr::from_mut(engine).cast_const().cast());
@@ -387,22 +372,51 @@ impl Drop for Heartbeat<'_> {
     }
 }
 
-/// A run from a worker of the pool: its first token's job goes to our own
-/// deque, and we work until every token retired.
-fn run_on_worker(worker: &WorkerThread, engine: &mut Engine<'_>, tokens: usize) {
-    let latch = CountLatch::for_worker(worker.registry().wake_owner(worker.index()));
-    latch.add(tokens - 1);
-    let job = engine.prepare(
-        tokens,
-        worker.registry().num_slots(),
-        &latch,
-        worker.region(),
-    );
-    // After `prepare`, which starts the flag over; before any push.
-    worker.prepare_wait(&engine.used_shared_queue);
-    worker.push(job);
-    worker.wait_until(
-        latch.as_core().expect("a worker's latch"),
-        Some(&engine.used_shared_queue),
-    );
+/// What a pipeline run starts: one job holding every token, which fetches
+/// the first batch.
+struct StartTokens<'e, 'a> {
+    engine: &'e mut Engine<'a>,
+    tokens: usize,
+}
+
+impl Entry for StartTokens<'_, '_> {
+    type Output = ();
+
+    /// The job goes to our own deque, and we work until every token
+    /// retired.
+    fn on_worker(self, worker: &WorkerThread) {
+        let StartTokens { engine, tokens } = self;
+        let latch = CountLatch::for_worker(worker.registry().wake_owner(worker.index()));
+        latch.add(tokens - 1);
+        let job = engine.prepare(
+            tokens,
+            worker.registry().num_slots(),
+            &latch,
+            worker.region(),
+        );
+        // After `prepare`, which starts the flag over; before any push.
+        worker.prepare_wait(&engine.used_shared_queue);
+        worker.push(job);
+        worker.wait_until(
+            latch.as_core().expect("a worker's latch"),
+            Some(&engine.used_shared_queue),
+        );
+    }
+
+    /// The job enters by the shared queue (rule 5); the caller blocks.
+    fn blocking_outside(self, registry: &Arc<Registry>) {
+        let StartTokens { engine, tokens } = self;
+        let latch = CountLatch::for_thread();
+        latch.add(tokens - 1);
+        let job = engine.prepare(
+            tokens,
+            registry.num_slots(),
+            &latch,
+            region::outside_current(),
+        );
+        let place = engine.used_shared_queue.note();
+        let priority = engine.priority;
+        registry.inject_at(job, None, SharedPlace { priority, ..place });
+        latch.wait_blocking();
+    }
 }

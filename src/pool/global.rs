@@ -12,72 +12,11 @@
 //! Invariant: the global pool, once set, lives for the rest of the process
 //! (its threads are never joined, as rayon's are not).
 
-use crate::error::BuildError;
-use crate::pool::thread_pool::{Builder, Pool};
-use crate::queues::dispatch::Dispatch;
+use super::submit::spawn_broadcast_in;
+use crate::loops::BroadcastContext;
+use crate::queues::dispatch::{Dispatch, Priority};
 use crate::task::node::TaskRef;
-use crate::worker::thread::Registry;
-use crate::worker::thread::WorkerThread;
-use std::sync::{Arc, OnceLock};
-
-static GLOBAL: OnceLock<Pool> = OnceLock::new();
-
-impl Pool {
-    /// The global pool, built now if this is its first use (with the
-    /// default size: `SIXFOLD_NUM_THREADS`, else one thread per core of the
-    /// process's CPU mask).
-    ///
-    /// # Panics
-    /// If it has to be built and the operating system refuses to start its
-    /// threads.
-    ///
-    /// ```
-    /// let pool = sixfold::Pool::global();
-    /// assert!(pool.num_threads() >= 1);
-    /// assert_eq!(pool.install(|| 6 * 7), 42);
-    /// ```
-    pub fn global() -> &'static Pool {
-        GLOBAL.get_or_init(|| {
-            Builder::new()
-                .build()
-                .unwrap_or_else(|e| panic!("sixfold: the global pool could not be built: {e}"))
-        })
-    }
-}
-
-impl Builder {
-    /// Build the global pool with this configuration (see
-    /// [`Pool::global`]). An error if the global pool exists already,
-    /// because it was configured before or used: call this first thing in
-    /// `main`.
-    ///
-    /// ```
-    /// // In `main`, before anything uses the global pool:
-    /// sixfold::Pool::builder().num_threads(2).build_global().unwrap();
-    /// assert_eq!(sixfold::current_num_threads(), 2);
-    /// assert!(sixfold::Pool::builder().build_global().is_err());
-    /// ```
-    pub fn build_global(self) -> Result<(), BuildError> {
-        if GLOBAL.get().is_some() {
-            return Err(BuildError::GlobalPoolAlreadyInitialized);
-        }
-        let pool = self.build()?;
-        // Lost a race with another initialization: `pool` is dropped (its
-        // threads joined) and the caller told.
-        GLOBAL
-            .set(pool)
-            .map_err(|_| BuildError::GlobalPoolAlreadyInitialized)
-    }
-}
-
-/// The registry free functions use: the calling worker's, else the global.
-fn current_registry() -> &'static Arc<Registry> {
-    match WorkerThread::current() {
-        // A worker's registry outlives everything the worker runs.
-        Some(worker) => worker.registry(),
-        None => Pool::global().registry(),
-    }
-}
+use crate::worker::global::current_registry;
 
 /// Run `op` once on every worker of the current pool (the calling
 /// worker's, or the global pool from outside every pool), without waiting
@@ -95,14 +34,14 @@ fn current_registry() -> &'static Arc<Registry> {
 /// ```
 pub fn spawn_broadcast<OP>(op: OP)
 where
-    OP: Fn(crate::BroadcastContext) + Send + Sync + 'static,
+    OP: Fn(BroadcastContext) + Send + Sync + 'static,
 {
-    crate::pool::thread_pool::spawn_broadcast_in(current_registry(), op);
+    spawn_broadcast_in(current_registry(), op);
 }
 
 /// Spawn a `'static` closure: onto the calling worker's deque in its pool
 /// (LIFO for it, stolen oldest first), or from outside every pool into the
-/// global pool. See [`Pool::spawn`].
+/// global pool. See [`Pool::spawn`](super::thread_pool::Pool::spawn).
 ///
 /// ```
 /// let (tx, rx) = std::sync::mpsc::channel();
@@ -122,7 +61,7 @@ where
 }
 
 /// Spawn a `'static` closure in FIFO order for the calling worker (see
-/// [`Pool::spawn_fifo`]), in its pool or, outside every pool, the global
+/// [`Pool::spawn_fifo`](super::thread_pool::Pool::spawn_fifo)), in its pool or, outside every pool, the global
 /// pool.
 ///
 /// ```
@@ -139,7 +78,7 @@ where
 
 /// Enqueue a `'static` closure on the shared queue (rule 5: fair,
 /// approximately FIFO, guaranteed to run) of the calling worker's pool or,
-/// outside every pool, the global pool. See [`Pool::enqueue`].
+/// outside every pool, the global pool. See [`Pool::enqueue`](super::thread_pool::Pool::enqueue).
 ///
 /// ```
 /// let (tx, rx) = std::sync::mpsc::channel();
@@ -158,15 +97,15 @@ where
     );
 }
 
-/// [`enqueue`] with a [`Priority`](crate::Priority) (see
-/// [`Pool::enqueue_with_priority`]).
+/// [`enqueue`] with a [`Priority`](crate::queues::dispatch::Priority) (see
+/// [`Pool::enqueue_with_priority`](super::thread_pool::Pool::enqueue_with_priority)).
 ///
 /// ```
 /// let (tx, rx) = std::sync::mpsc::channel();
 /// sixfold::enqueue_with_priority(sixfold::Priority::Low, move || tx.send("ran").unwrap());
 /// assert_eq!(rx.recv().unwrap(), "ran");
 /// ```
-pub fn enqueue_with_priority<F>(priority: crate::Priority, f: F)
+pub fn enqueue_with_priority<F>(priority: Priority, f: F)
 where
     F: FnOnce() + Send + 'static,
 {

@@ -4,11 +4,11 @@
 //! there (`loops/`).
 
 use super::thread_pool::Pool;
-use crate::loops::{self, Partitioner, Range2d};
+use crate::loops::{self, BroadcastContext, Partitioner, Range2d, broadcast_on};
 use std::ops::Range;
 
 impl Pool {
-    /// [`broadcast`](crate::broadcast) to this pool's workers: `op` once on
+    /// [`broadcast`](crate::loops::broadcast) to this pool's workers: `op` once on
     /// each, the results in worker order.
     ///
     /// ```
@@ -17,14 +17,14 @@ impl Pool {
     /// ```
     pub fn broadcast<OP, R>(&self, op: OP) -> Vec<R>
     where
-        OP: Fn(crate::BroadcastContext) -> R + Sync,
+        OP: Fn(BroadcastContext) -> R + Sync,
         R: Send,
     {
         let op = &op;
-        self.install(|| crate::broadcast(op))
+        self.registry().in_worker(|worker| broadcast_on(worker, op))
     }
 
-    /// [`for_range`](crate::for_range) in this pool.
+    /// [`for_range`](crate::loops::for_range) in this pool.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,7 +40,7 @@ impl Pool {
         self.install(|| loops::for_range(range, body))
     }
 
-    /// [`for_range_with`](crate::for_range_with) in this pool.
+    /// [`for_range_with`](crate::loops::for_range_with) in this pool.
     ///
     /// ```
     /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
@@ -61,7 +61,7 @@ impl Pool {
         self.install(|| loops::for_range_with(range, partitioner, body))
     }
 
-    /// [`for_each_index`](crate::for_each_index) in this pool.
+    /// [`for_each_index`](crate::loops::for_each_index) in this pool.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -77,7 +77,7 @@ impl Pool {
         self.install(|| loops::for_each_index(range, body))
     }
 
-    /// [`for_chunks`](crate::for_chunks) in this pool.
+    /// [`for_chunks`](crate::loops::for_chunks) in this pool.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicU32, Ordering};
@@ -95,7 +95,7 @@ impl Pool {
         self.install(|| loops::for_chunks(slice, body))
     }
 
-    /// [`for_chunks_with`](crate::for_chunks_with) in this pool.
+    /// [`for_chunks_with`](crate::loops::for_chunks_with) in this pool.
     ///
     /// ```
     /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
@@ -116,7 +116,7 @@ impl Pool {
         self.install(|| loops::for_chunks_with(slice, partitioner, body))
     }
 
-    /// [`for_chunks_mut`](crate::for_chunks_mut) in this pool.
+    /// [`for_chunks_mut`](crate::loops::for_chunks_mut) in this pool.
     ///
     /// ```
     /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
@@ -134,7 +134,7 @@ impl Pool {
         self.install(|| loops::for_chunks_mut(slice, body))
     }
 
-    /// [`for_chunks_mut_with`](crate::for_chunks_mut_with) in this pool.
+    /// [`for_chunks_mut_with`](crate::loops::for_chunks_mut_with) in this pool.
     ///
     /// ```
     /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
@@ -157,7 +157,7 @@ impl Pool {
         self.install(|| loops::for_chunks_mut_with(slice, partitioner, body))
     }
 
-    /// [`for_tiles`](crate::for_tiles) in this pool.
+    /// [`for_tiles`](crate::loops::for_tiles) in this pool.
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -173,7 +173,7 @@ impl Pool {
         self.install(|| loops::for_tiles(range, body))
     }
 
-    /// [`for_tiles_with`](crate::for_tiles_with) in this pool.
+    /// [`for_tiles_with`](crate::loops::for_tiles_with) in this pool.
     ///
     /// ```
     /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
@@ -192,7 +192,7 @@ impl Pool {
         self.install(|| loops::for_tiles_with(range, partitioner, body))
     }
 
-    /// [`reduce`](crate::reduce) in this pool.
+    /// [`reduce`](crate::loops::reduce) in this pool.
     ///
     /// ```
     /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
@@ -208,7 +208,7 @@ impl Pool {
         self.install(|| loops::reduce(range, identity, map, combine))
     }
 
-    /// [`reduce_with`](crate::reduce_with) in this pool.
+    /// [`reduce_with`](crate::loops::reduce_with) in this pool.
     ///
     /// ```
     /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
@@ -231,7 +231,7 @@ impl Pool {
         self.install(|| loops::reduce_with(range, partitioner, identity, map, combine))
     }
 
-    /// [`reduce_deterministic`](crate::reduce_deterministic) in this pool.
+    /// [`reduce_deterministic`](crate::loops::reduce_deterministic) in this pool.
     ///
     /// ```
     /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();

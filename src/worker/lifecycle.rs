@@ -1,8 +1,9 @@
 //! A pool's threads from start to end: starting the workers
 //! (`Registry::start`), their main loop, the drainer thread of a
-//! zero-thread pool, the guest slot, running a closure on a worker of a
-//! pool from anywhere (`in_worker`), and waking a latch's owner across
-//! pools. Above `registry.rs` and `thread/`: it is where the two meet.
+//! zero-thread pool, the building thread adopted as worker 0, and waking
+//! a latch's owner across pools. Above `registry.rs` and `thread/`: it is
+//! where the two meet. (How a blocking call enters a pool, the guest slot
+//! included, is `entry.rs`.)
 //!
 //! A pool built with `num_threads(0)` has one *guest* slot and no threads:
 //! `install`, `run` and `wait_idle` from a thread outside every pool make
@@ -20,21 +21,16 @@
 //! the pool on it runs what is left and gives the slot up
 //! (`release_adopted`).
 //!
-//! Waits across pools: `in_worker` is the one door into a pool for a
-//! blocking call. From a worker of *another* pool the job's latch is owned
-//! by that worker, which waits by working on its own pool and sleeps on
-//! the latch; setting it wakes the owner across the pools (`WakeOwner`
-//! keeps its registry alive across the wake). Every wait of a pool takes
-//! the shared queue's entry lane, so `a.install(|| b.install(|| a.install(..)))`
-//! on one-worker pools never deadlocks.
+//! Waits across pools: a worker of *another* pool that waits for a job
+//! of ours owns the job's latch, waits by working on its own pool and
+//! sleeps on the latch; setting it wakes the owner across the pools
+//! (`wake_owner`: `WakeOwner` keeps its registry alive across the wake).
 
 use crate::error::BuildError;
-use crate::platform::latch::{CoreLatch, CountLatch, WakeOwner};
+use crate::platform::latch::{CoreLatch, WakeOwner};
 use crate::platform::sync::{Ordering, fence};
 use crate::platform::unwind;
 use crate::queues::deque::Worker;
-use crate::queues::job::StackJob;
-use crate::queues::region;
 use crate::worker::registry::{self as shared, RegistryConfig};
 use crate::worker::sleep;
 use crate::worker::thread::{
@@ -168,64 +164,6 @@ impl Registry {
         }
     }
 
-    /// Run `f` on a worker of this pool and return its result: at once on
-    /// one of its own workers; else as an entry job, which the caller waits
-    /// for by working on its own pool if it is a worker of another pool
-    /// (so pools that call into each other never deadlock), by blocking
-    /// otherwise. On a pool without threads an outside caller becomes the
-    /// guest worker. A panic in `f` is resumed here.
-    pub(crate) fn in_worker<R, F>(self: &Arc<Self>, f: F) -> R
-    where
-        F: FnOnce(&WorkerThread) -> R + Send,
-        R: Send,
-    {
-        match WorkerThread::current() {
-            Some(worker) if Arc::ptr_eq(worker.registry(), self) => f(worker),
-            Some(foreign) => self.in_worker_cross(foreign, f),
-            None if self.num_threads == 0 => self.with_guest(f),
-            None => self.in_worker_cold(f),
-        }
-    }
-
-    /// `in_worker` from a worker of another pool: it keeps running its own
-    /// pool's work (entries at any depth) until our worker sets its latch,
-    /// which wakes it across the pools.
-    fn in_worker_cross<R, F>(self: &Arc<Self>, foreign: &WorkerThread, f: F) -> R
-    where
-        F: FnOnce(&WorkerThread) -> R + Send,
-        R: Send,
-    {
-        let latch = CountLatch::for_worker(foreign.registry().wake_owner(foreign.index()));
-        let job = StackJob::new(
-            || f(WorkerThread::current().expect("run by a worker")),
-            latch,
-        );
-        // SAFETY: `job` stays on this frame until its latch is set: the wait
-        // below returns only then.
-        let job_ref = unsafe { job.as_job_ref(foreign.region()) };
-        self.inject_entry(job_ref);
-        let core = job.latch().as_core().expect("a worker's latch");
-        foreign.wait_until(core, None);
-        job.into_result()
-    }
-
-    /// `in_worker` from a thread outside every pool: block until done.
-    fn in_worker_cold<R, F>(self: &Arc<Self>, f: F) -> R
-    where
-        F: FnOnce(&WorkerThread) -> R + Send,
-        R: Send,
-    {
-        let job = StackJob::new(
-            || f(WorkerThread::current().expect("run by a worker")),
-            CountLatch::for_thread(),
-        );
-        // SAFETY: `job` stays on this frame until its latch is set.
-        let job_ref = unsafe { job.as_job_ref(region::outside_current()) };
-        self.inject_entry(job_ref);
-        job.latch().wait_blocking();
-        job.into_result()
-    }
-
     /// The `WakeOwner` for a latch that worker `index` of this registry
     /// will wait on.
     pub(crate) fn wake_owner(self: &Arc<Self>, index: usize) -> WakeOwner {
@@ -234,41 +172,6 @@ impl Registry {
             index,
             set_and_wake: set_and_wake_owner,
         }
-    }
-
-    /// Run `f` with the calling thread as the guest worker of a zero-thread
-    /// pool (waiting for the slot if another thread holds it).
-    pub(crate) fn with_guest<R>(self: &Arc<Self>, f: impl FnOnce(&WorkerThread) -> R) -> R {
-        debug_assert_eq!(self.num_threads, 0);
-        let mut slot = self.guest.lock();
-        let deque = slot.take().expect("guest slot held twice");
-        let worker = WorkerThread::enter(deque, 0, self.clone(), GUEST_STACK_BUDGET);
-        // Put the deque back even if `f` panics.
-        struct Restore<'a> {
-            worker: Option<WorkerGuard>,
-            slot: &'a mut Option<Worker<JobRef>>,
-        }
-        impl Drop for Restore<'_> {
-            fn drop(&mut self) {
-                if let Some(worker) = self.worker.take() {
-                    *self.slot = Some(worker.leave());
-                }
-            }
-        }
-        let result = {
-            let restore = Restore {
-                worker: Some(worker),
-                slot: &mut slot,
-            };
-            f(restore.worker.as_deref().expect("guest worker present"))
-        };
-        drop(slot);
-        // Work the caller left behind (spawned or enqueued while it was the
-        // guest) must not wait for the next caller: hand it to a drainer.
-        if self.guest_has_work() {
-            self.start_drainer_if_needed();
-        }
-        result
     }
 }
 

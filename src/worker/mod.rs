@@ -5,6 +5,8 @@
 //! of scope jobs (`credit.rs`), and the sleep protocol (`sleep/`).
 
 pub(crate) mod credit;
+pub(crate) mod entry;
+pub(crate) mod global;
 pub(crate) mod group;
 pub(crate) mod lifecycle;
 pub(crate) mod registry;

@@ -254,7 +254,7 @@ impl<W: Runner> Registry<W> {
     }
 
     /// Take every worker's records.
-    /// `from_outside`: the caller is no worker of this pool.
+    /// `blocking_outside`: the caller is no worker of this pool.
     pub(crate) fn take_trace(&self, from_outside: bool) -> Trace {
         trace::collect(
             self.thread_infos.iter().map(|info| &info.trace),

@@ -32,6 +32,7 @@
 //! executed exactly once; a `WorkerThread` is reachable from its thread's
 //! TLS exactly while it lives.
 
+mod access;
 mod search;
 mod tracing;
 mod wait;

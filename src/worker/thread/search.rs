@@ -18,7 +18,7 @@
 //! never lost; a deferred proxy goes back to the shared queue and ends
 //! that pass over it, so a search does not spin on it.
 
-use super::wait::WaitAccess;
+use super::access::WaitAccess;
 use super::{JobRef, WorkerThread};
 use crate::observe::stats::Rule;
 use crate::queues::deque::Steal;
