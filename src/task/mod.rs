@@ -3,10 +3,8 @@
 //! scheduler: a node becomes a job when it is ready, and the worker that
 //! runs it completes its successors here.
 
-pub(crate) mod context;
 pub(crate) mod node;
 pub(crate) mod submit;
 pub(crate) mod successors;
 
-pub use context::{Context, Continuation};
-pub use node::{Task, TaskRef};
+pub use node::{Context, Continuation, Task, TaskRef};

@@ -12,9 +12,8 @@
 //!   first child that fits takes the other half (`Memory`), saving an
 //!   allocation and a free a fork.
 
-use super::handle::{Task, TaskRef};
 use super::layout::{
-    Header, Memory, Node, NodeStart, PAIR_LAYOUT, RESERVE_OFFSET, fits_half, header,
+    Body, Header, Memory, Node, NodeStart, PAIR_LAYOUT, RESERVE_OFFSET, fits_half, header,
 };
 use crate::platform::node_alloc;
 use crate::platform::sync::Ordering;
@@ -41,7 +40,7 @@ pub(crate) struct ContinuationRef {
 /// `current`'s successors and group unit, and `current` becomes its
 /// only predecessor for now (so it cannot start before `current` ends).
 #[inline(always)]
-pub(crate) fn continuation<T: Task>(
+pub(crate) fn continuation<T: Body>(
     current: NonNull<Header>,
     group: &Group,
     body: T,
@@ -83,7 +82,7 @@ pub(crate) fn continuation<T: Task>(
 /// no unit (`cont` finishes after it). The first child that fits takes
 /// the continuation's reserve.
 #[inline(always)]
-pub(crate) fn child_of<T: Task>(cont: &ContinuationRef, body: T) -> TaskRef {
+pub(crate) fn child_of<T: Body>(cont: &ContinuationRef, body: T) -> NonNull<Header> {
     let reserve = cont.reserve.get();
     let (block, memory) = if fits_half(Node::<T>::LAYOUT) && !reserve.is_null() {
         cont.reserve.set(ptr::null_mut());
@@ -109,7 +108,7 @@ pub(crate) fn child_of<T: Task>(cont: &ContinuationRef, body: T) -> TaskRef {
     // `cont` cannot free its block before that release.
     let child = unsafe { Node::write(block.cast(), body, start) };
     add_unit_to_continuation(cont.node);
-    TaskRef::from_raw(child)
+    child
 }
 
 /// One more unit of `cont`'s pending count, for a child being made by
@@ -140,7 +139,7 @@ fn add_unit_to_continuation(cont: NonNull<Header>) {
 ///
 /// The successor cannot start (or be freed) before `current` completes,
 /// and `T: Sync` makes shared access from several predecessors sound.
-pub(crate) fn successor_body<'a, T: Task + Sync>(current: NonNull<Header>) -> Option<&'a T> {
+pub(crate) fn successor_body<'a, T: Body + Sync>(current: NonNull<Header>) -> Option<&'a T> {
     // SAFETY: `current` is running on this thread; we own its meta.
     let first = unsafe { (*header(current).meta.get()).successors.first() }?;
     let succ = header(first);

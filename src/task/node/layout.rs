@@ -3,6 +3,11 @@
 //! the type-erased call and drop; and the node's allocation, in-place
 //! write and drop.
 //!
+//! The bottom of the task layer: a body is anything that can be run as
+//! work of a group on a worker ([`Body`]); the task layer's `Task` is one
+//! (`api.rs` supplies the glue), but nothing here knows tasks, handles or
+//! contexts.
+//!
 //! Invariants:
 //! - `header` is the first field of a `#[repr(C)]` `Node<T>`, so a
 //!   `NonNull<Header>` has its node's address, and the vtable (made for
@@ -14,14 +19,13 @@
 //!   its continuation's reserve is dropped, never freed, and before it
 //!   releases the continuation.
 
-use super::handle::{Task, TaskRef};
 use crate::platform::node_alloc;
 use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicU32};
 use crate::queues::dispatch::{Dispatch, Priority};
 use crate::queues::region::Region;
-use crate::task::context::Context;
 use crate::task::successors::Successors;
 use crate::worker::group::Group;
+use crate::worker::thread::WorkerThread;
 use std::alloc::Layout;
 use std::any::TypeId;
 use std::cell::UnsafeCell;
@@ -77,8 +81,25 @@ pub(super) const fn fits_half(layout: Layout) -> bool {
     layout.size() <= RESERVE_OFFSET && layout.align() <= PAIR_LAYOUT.align()
 }
 
+/// What a node's body can be: something run on a worker as work of a
+/// group, which may hand back a node to run next (rule 1) and ask to run
+/// again. Implemented for every `Task` (`api.rs`).
+pub(crate) trait Body: Send + 'static {
+    /// Run the body of `node` (this body's node) on `worker`, as work of
+    /// `group`.
+    fn run(&mut self, node: NonNull<Header>, worker: &WorkerThread, group: &Group) -> Ran;
+}
+
+/// What running a body gave.
+pub(crate) struct Ran {
+    /// The node it handed back to run next (a handle's node, unsubmitted).
+    pub(crate) returned: Option<NonNull<Header>>,
+    /// It asked to run again (`Context::recycle`).
+    pub(crate) recycle: bool,
+}
+
 pub(super) struct VTable {
-    pub(super) execute: unsafe fn(NonNull<Header>, &mut Context<'_>) -> Option<TaskRef>,
+    pub(super) execute: unsafe fn(NonNull<Header>, &WorkerThread, &Group) -> Ran,
     pub(super) drop_node: unsafe fn(NonNull<Header>),
     pub(super) type_id: fn() -> TypeId,
     /// Whether the body has drop glue (a node in a reserve whose body has
@@ -131,7 +152,7 @@ impl NodeStart {
     };
 }
 
-impl<T: Task> Node<T> {
+impl<T: Body> Node<T> {
     const VTABLE: VTable = VTable {
         execute: Self::execute,
         drop_node: Self::drop_node,
@@ -199,12 +220,12 @@ impl<T: Task> Node<T> {
         memory.cast()
     }
 
-    unsafe fn execute(node: NonNull<Header>, cx: &mut Context<'_>) -> Option<TaskRef> {
+    unsafe fn execute(node: NonNull<Header>, worker: &WorkerThread, group: &Group) -> Ran {
         // SAFETY: the caller owns the running node (pending reached zero, or
         // it is being re-run after a recycle), so nobody else accesses the
         // body; `node` was made by `allocate::<T>`, so the cast is right.
         let body = unsafe { &mut *node.cast::<Node<T>>().as_ref().body.get() };
-        body.execute(cx)
+        body.run(node, worker, group)
     }
 
     /// Drop the node, and give its memory back unless it lies in its

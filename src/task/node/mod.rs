@@ -17,29 +17,28 @@
 //!    by its placement, and whichever worker takes it runs it, completes its
 //!    successors and frees it.
 //!
-//! # One file per protocol
-//!
-//! - `handle.rs`: [`Task`], [`TaskRef`] and submission (stage 1, and the
-//!   hand-over to stage 2 or 3).
-//! - `layout.rs`: the node in memory: header, body, vtable; allocation and
-//!   drop.
+//! # One file per protocol (each imports only those listed after it)
+
+//! - `api.rs`: [`Task`], [`TaskRef`] and [`Context`]: the task layer's
+//!   public face, submission (stage 1, and the hand-over to stage 2 or 3),
+//!   and what a running task may do.
+//! - `run.rs`: the `pending` count and how ownership moves through it;
+//!   routing a ready node; running it and completing it (rules 1 and 2);
+//!   releasing units; cancelled chains.
+//! - `continuation.rs`: continuations, their children, the successor's
+//!   body: the context's only way into node internals.
 //! - `cycle.rs`: the check that refuses an edge closing a cycle.
-//! - `ready.rs`: the `pending` count and how ownership moves through it;
-//!   routing a ready node; releasing units; cancelled chains.
-//! - `execute.rs`: running a ready node and completing it (rules 1 and 2).
-//! - `continuation.rs`: what a running task's `Context` may do to its
-//!   node: continuations, their children, the successor's body.
+//! - `layout.rs`: the node in memory: header, body (`Body`), vtable;
+//!   allocation and drop.
 //!
 //! The only `unsafe` of the task layer is in this module: raw node pointers,
 //! their allocation and freeing, and the type-erased call of a body.
 
-pub(crate) mod continuation;
+mod api;
+mod continuation;
 mod cycle;
-mod execute;
-mod handle;
 mod layout;
-mod ready;
+mod run;
 
-pub(crate) use handle::{FnTask, submit_all};
-pub use handle::{Task, TaskRef};
-pub(crate) use layout::Header;
+pub(crate) use api::submit_all;
+pub use api::{Context, Continuation, Task, TaskRef};

@@ -1,6 +1,10 @@
-//! The public face of a node: the [`Task`] trait, the [`TaskRef`] handle that
-//! owns a node until it is submitted, and submission itself
-//! ([`TaskRef::submit`], [`submit_all`]).
+//! The task layer's public face: a [`Task`] (what a body implements), its
+//! handle [`TaskRef`] (which owns a node until it is submitted, and
+//! submits it), and [`Context`] with [`Continuation`] (what a running task
+//! may do to its node). One file: a task's `execute` gets a `Context` and
+//! returns a `TaskRef`, a handle is made from a task, and a context spawns
+//! handles. Every `Task` is a node body (`layout::Body`) through the glue
+//! at the end.
 //!
 //! Invariants:
 //! - A handle is one unit of its node's `pending` (the hold), so a node
@@ -14,18 +18,42 @@
 //! - A submitted node holds a unit of its group unless a successor already
 //!   in that group finishes after it and so represents it: the group cannot
 //!   end while the node may still run.
+//! - A context lives only while its node's body runs, on the worker that
+//!   runs it; what it does to the node goes through `continuation.rs`.
+//!
+//! # Continuation passing
+//!
+//! Through a [`Context`] a task spawns, enqueues or places children with
+//! affinity, and builds fork-join in continuation-passing style, as
+//! oneTBB's classic `allocate_continuation` / `set_ref_count` /
+//! `recycle_as_child_of` did, with no thread ever blocking:
+//!
+//! 1. `cx.continuation(sum)` makes a node that takes over this task's
+//!    successors; it runs when this task and every child made with
+//!    `cont.child(..)` have completed (its pending count is kept for you).
+//! 2. spawn all children but one; return the last (rule 1), or
+//!    `cx.recycle()` to run this very task again as that child.
+//! 3. the last child to finish makes the continuation ready (rule 2).
+//!
+//! Children pass results to their continuation through
+//! [`Context::successor`], a shared reference to the continuation's body.
+//! A [`Continuation`] handle cannot outlive the `execute` call it was made
+//! in (it borrows the context's lifetime), and until that call returns the
+//! continuation cannot start.
 
+use super::continuation::{self, ContinuationRef};
 use super::cycle::{EDGE_LOCK, reaches};
-use super::layout::{self, Header, NO_AFFINITY, Node, header};
-use super::ready::{ReadyNode, cancel_chain, release_hold};
-use crate::error::TaskError;
+use super::layout::{Body, Header, Node, Ran, header};
+use super::run::{ReadyNode, cancel_chain, release_hold, submit_node};
+use crate::error::{AffinityError, TaskError};
 use crate::platform::prefetch::prefetch_for_write;
 use crate::platform::sync::Ordering;
-use crate::queues::dispatch::{Dispatch, Priority};
+use crate::queues::dispatch::{Dispatch, Priority, STRICT_AFFINITY};
 use crate::queues::region::Region;
-use crate::task::context::Context;
 use crate::worker::group::Group;
+use crate::worker::thread::WorkerThread;
 use std::fmt;
+use std::marker::PhantomData;
 use std::ptr::NonNull;
 
 /// A unit of work for the scheduler, written in continuation-passing style.
@@ -216,11 +244,9 @@ impl TaskRef {
         node
     }
 
-    /// Hand the node to the scheduler as part of `group`, with the given
-    /// placement (None keeps the node's own), submitted from a context in
-    /// isolation region `current` (see `Group::region_for`). Returns the
-    /// node if releasing the hold made it ready: the caller must then route
-    /// or run it.
+    /// Hand the node to the scheduler as part of `group` (see
+    /// `submit_node`). Returns the node if releasing the hold made it
+    /// ready: the caller must then route or run it.
     // Inlined: `Context::spawn` is inlined into tasks' `execute`, and a
     // call here went through the GOT with every register saved; inlined,
     // the constant placement folds away (fib_cps 7% faster, benches).
@@ -232,43 +258,7 @@ impl TaskRef {
         affinity: Option<usize>,
         current: Region,
     ) -> Option<ReadyNode> {
-        let node = self.into_raw();
-        let header = header(node);
-        // SAFETY: we still hold the handle, so we own `meta`.
-        let meta = unsafe { &mut *header.meta.get() };
-        meta.region = group.region_for(current);
-        if let Some(dispatch) = dispatch {
-            meta.dispatch = dispatch;
-        }
-        if let Some(affinity) = affinity {
-            // Beyond u32 is out of range for every pool: keep it visible
-            // as such (routing refuses it) rather than wrap. (A strict
-            // affinity comes with `STRICT_AFFINITY` set.)
-            meta.affinity = u32::try_from(affinity).unwrap_or(NO_AFFINITY - 1);
-        }
-        if header.group.load(Ordering::Relaxed).is_null() {
-            let group_ptr = group as *const Group as *mut Group;
-            header.group.store(group_ptr, Ordering::Relaxed);
-            // A successor already in this group finishes after us and so
-            // represents us; otherwise we may be the group's last node.
-            // (`layout::header`: the local `header` shadows the function.)
-            let in_group =
-                |s: &NonNull<Header>| layout::header(*s).group.load(Ordering::Relaxed) == group_ptr;
-            let represented = meta.successors.iter().any(|s| in_group(&s));
-            if !represented {
-                meta.holds_unit = true;
-                group.add_unit();
-            }
-        }
-        // Fast path: only our hold is left, and no predecessor can be added
-        // (that needs this handle), so no other thread can touch `pending`:
-        // a plain load and store replace the read-modify-write. Acquire
-        // pairs with the release of the last predecessor's decrement.
-        if header.pending.load(Ordering::Acquire) == 1 {
-            header.pending.store(0, Ordering::Relaxed);
-            return Some(ReadyNode { node });
-        }
-        release_hold(node)
+        submit_node(self.into_raw(), group, dispatch, affinity, current)
     }
 }
 
@@ -316,6 +306,191 @@ impl Drop for TaskRef {
         header.cancelled.store(true, Ordering::Relaxed);
         if let Some(ready) = release_hold(self.node) {
             cancel_chain(ready.node);
+        }
+    }
+}
+
+/// The scheduler's side of a running task, passed to [`Task::execute`]:
+/// through it a task spawns children, builds continuations, and hands
+/// results to its successor.
+pub struct Context<'w> {
+    worker: &'w WorkerThread,
+    node: NonNull<Header>,
+    group: &'w Group,
+    recycle: bool,
+}
+
+impl<'w> Context<'w> {
+    /// The context of one run of `node`'s body on `worker`, in `group`.
+    pub(crate) fn new(worker: &'w WorkerThread, node: NonNull<Header>, group: &'w Group) -> Self {
+        Context {
+            worker,
+            node,
+            group,
+            recycle: false,
+        }
+    }
+
+    /// The index of the worker running this task.
+    pub fn worker_index(&self) -> usize {
+        self.worker.index()
+    }
+
+    /// The number of worker slots of the pool (valid affinity targets).
+    pub fn num_workers(&self) -> usize {
+        self.worker.registry().num_slots()
+    }
+
+    /// Cancel the run this task belongs to (a [`Pool::run`](crate::Pool::run)
+    /// or [`Pool::run_cancellable`](crate::Pool::run_cancellable) of task
+    /// nodes, and the scopes and runs nested in its tasks): its tasks that
+    /// have not started are dropped unrun; running ones see
+    /// [`is_cancelled`](crate::is_cancelled). A `'static` task (`spawn`,
+    /// `enqueue`) belongs to no run: nothing happens. Graph runs have
+    /// their own [`CancelToken`](crate::CancelToken).
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let outcome = pool.run_cancellable([TaskRef::from_fn(|cx| {
+    ///     cx.cancel_run();
+    ///     assert!(sixfold::is_cancelled());
+    /// })]);
+    /// assert_eq!(outcome, Err(sixfold::Cancelled));
+    /// ```
+    pub fn cancel_run(&self) {
+        if !self.group.is_static() {
+            self.group.cancel();
+        }
+    }
+
+    /// Push `task` onto this worker's own deque (rule 3 here, rule 6 for a
+    /// thief). If it still has predecessors, it runs when they complete.
+    // Inlined into the task's `execute`: a fork-join task spawns once per
+    // fork, and the call's register saves cost as much as the push.
+    #[inline]
+    pub fn spawn(&mut self, task: TaskRef) {
+        self.submit(task, Some(Dispatch::Spawn), None);
+    }
+
+    /// Push `task` onto the shared queue (rule 5): fair, approximately FIFO,
+    /// and guaranteed to run eventually.
+    pub fn enqueue(&mut self, task: TaskRef) {
+        self.submit(task, Some(Dispatch::Enqueue), None);
+    }
+
+    /// Put `task` in worker `worker`'s mailbox (rule 4 for that worker).
+    pub fn spawn_with_affinity(
+        &mut self,
+        worker: usize,
+        task: TaskRef,
+    ) -> Result<(), AffinityError> {
+        AffinityError::check(worker, self.num_workers())?;
+        self.submit(task, None, Some(worker));
+        Ok(())
+    }
+
+    /// Run `task` on worker `worker` and nowhere else (strict affinity):
+    /// it goes to that worker's mailbox only (rule 4), with no proxy, so no
+    /// other worker takes it however long that worker stays busy; a worker
+    /// waiting inside a task still takes its mailbox.
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.run(TaskRef::from_fn(move |cx| {
+    ///     let tx = tx.clone();
+    ///     cx.spawn_on(1, TaskRef::from_fn(move |_| tx.send(sixfold::current_worker()).unwrap()))
+    ///         .unwrap();
+    /// }));
+    /// assert_eq!(rx.recv().unwrap(), Some(1));
+    /// ```
+    pub fn spawn_on(&mut self, worker: usize, task: TaskRef) -> Result<(), AffinityError> {
+        AffinityError::check(worker, self.num_workers())?;
+        self.submit(task, None, Some(worker | STRICT_AFFINITY as usize));
+        Ok(())
+    }
+
+    /// Submit `task` to this task's group with the given placement (None
+    /// keeps the node's own) and route it if that made it ready.
+    #[inline]
+    fn submit(&self, task: TaskRef, dispatch: Option<Dispatch>, affinity: Option<usize>) {
+        if let Some(ready) = task.submit(self.group, dispatch, affinity, self.worker.region()) {
+            ready.route_from(self.worker);
+        }
+    }
+
+    /// Make a continuation: a node that inherits this task's successors and
+    /// runs after this task and all of the continuation's children.
+    #[inline(always)]
+    pub fn continuation<T: Task>(&mut self, task: T) -> Continuation<'w> {
+        Continuation {
+            node: continuation::continuation(self.node, self.group, task),
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Run this task again right after `execute` returns (rule 1) instead of
+    /// completing it. After `continuation`, it runs as one more child of that
+    /// continuation (oneTBB's `recycle_as_child_of`), which saves allocating
+    /// a child. If `execute` also returns a task, that one runs first and
+    /// this one is pushed onto the deque.
+    pub fn recycle(&mut self) {
+        self.recycle = true;
+    }
+
+    /// Whether the body asked to run again: read by the node layer after
+    /// the body returned, to decide between completing and re-running.
+    pub(crate) fn recycle_requested(&self) -> bool {
+        self.recycle
+    }
+
+    /// The body of this task's first successor, if it is a `T`: how a child
+    /// hands its result to its continuation (use atomics or other `Sync`
+    /// cells in `T`). After `continuation`, the first successor is the new
+    /// continuation.
+    pub fn successor<T: Task + Sync>(&self) -> Option<&T> {
+        continuation::successor_body(self.node)
+    }
+}
+
+/// A continuation made by [`Context::continuation`]; make its children with
+/// [`Continuation::child`]. It starts once the task that made it and all the
+/// children have completed.
+pub struct Continuation<'w> {
+    node: ContinuationRef,
+    _not_send: PhantomData<(&'w (), *const ())>,
+}
+
+impl Continuation<'_> {
+    /// A new node that the continuation waits for. Hand it to the scheduler
+    /// (spawn it, or return it from `execute`); dropping it cancels the
+    /// continuation.
+    #[inline(always)]
+    pub fn child<T: Task>(&self, task: T) -> TaskRef {
+        TaskRef::from_raw(continuation::child_of(&self.node, task))
+    }
+
+    /// [`Continuation::child`] with a closure body.
+    pub fn child_fn<F>(&self, f: F) -> TaskRef
+    where
+        F: FnOnce(&mut Context<'_>) + Send + 'static,
+    {
+        TaskRef::from_raw(continuation::child_of(&self.node, FnTask::new(f)))
+    }
+}
+
+/// Every task is a node body: its run makes the context the task sees,
+/// and reads back what it returned and whether it asked to run again.
+impl<T: Task> Body for T {
+    #[inline(always)]
+    fn run(&mut self, node: NonNull<Header>, worker: &WorkerThread, group: &Group) -> Ran {
+        let mut cx = Context::new(worker, node, group);
+        let returned = self.execute(&mut cx).map(TaskRef::into_raw);
+        Ran {
+            returned,
+            recycle: cx.recycle_requested(),
         }
     }
 }
