@@ -1,14 +1,16 @@
 //! A tour of sixfold in a few seconds: a dependency graph of task nodes, a
 //! reusable `Graph`, a continuation-passing fork-join and `join`, spawn
-//! versus enqueue, tasks with affinity, the table of which of the six rules
-//! supplied each task, and an execution trace to open in Perfetto.
+//! versus enqueue, tasks with affinity, a pipeline with a stage pinned to
+//! a worker, parallel loops (a replayed affinity partitioner and a
+//! deterministic reduce), the table of which of the six rules supplied
+//! each task, and an execution trace to open in Perfetto.
 //!
 //! Run: `cargo run --release --example tour`
 
 #[path = "support/cps_fib.rs"]
 mod cps_fib;
 
-use sixfold::{Dispatch, Graph, Pool, Rule, TaskRef};
+use sixfold::{AffinityPartitioner, Dispatch, Graph, Pipeline, Pool, Rule, TaskRef};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,6 +31,8 @@ fn main() {
     fork_join(&pool);
     spawn_versus_enqueue(&pool);
     affinity(&pool);
+    pipeline(&pool);
+    parallel_loops(&pool);
 
     println!("\nWhich rule supplied each task, per worker:");
     print!("{}", pool.stats());
@@ -220,4 +224,92 @@ fn affinity(pool: &Pool) {
     );
     let err = pool.spawn_with_affinity(99, || {}).unwrap_err();
     println!("   an out-of-range worker is an error: \"{err}\"");
+}
+
+/// A pipeline: a serial source, a parallel stage, and a serial in-order
+/// sink pinned to the last worker, with at most 8 items in flight.
+fn pipeline(pool: &Pool) {
+    println!(
+        "\n6. A pipeline: read (serial) -> square (parallel) -> sum (serial, in order, pinned)"
+    );
+    let sink_worker = pool.num_workers() - 1;
+    let mut next = 0u64;
+    let mut total = 0u64;
+    let mut order_kept = true;
+    let mut last = None;
+    let mut sink_on_its_worker = 0u64;
+    let start = Instant::now();
+    let mut line = Pipeline::new(|| {
+        next += 1;
+        (next <= 10_000).then_some(next)
+    })
+    .name("read")
+    .parallel(|x: u64| (x, x * x))
+    .name("square")
+    .serial_in_order(|(x, square): (u64, u64)| {
+        order_kept &= last.is_none_or(|prev| prev + 1 == x);
+        last = Some(x);
+        total += square;
+        if sixfold::current_worker() == Some(sink_worker) {
+            sink_on_its_worker += 1;
+        }
+    })
+    .name("sum")
+    .pin(sink_worker);
+    pool.run_pipeline(&mut line, 8).expect("a valid pipeline");
+    drop(line);
+    println!(
+        "   10,000 items, at most 8 in flight, in {:.2} ms: sum of squares {total}, \
+         in order: {order_kept}, sink on worker {sink_worker}: {sink_on_its_worker} of 10000",
+        start.elapsed().as_secs_f64() * 1e3
+    );
+    let err = pool
+        .run_pipeline(&mut Pipeline::new(|| None::<u32>), 0)
+        .unwrap_err();
+    println!("   zero tokens is an error: \"{err}\"");
+}
+
+/// Parallel loops: a stencil-like loop run 50 times with an affinity
+/// partitioner (each piece goes back to the worker that ran it last time),
+/// and a floating-point sum that is bit-identical on any number of workers.
+fn parallel_loops(pool: &Pool) {
+    println!("\n7. Parallel loops: a replayed affinity partitioner, a deterministic reduce");
+    let mut field = vec![1.0f64; 1 << 16];
+    let mut affinity = AffinityPartitioner::new();
+    let start = Instant::now();
+    let mut kept = 0.0;
+    for step in 0..50 {
+        pool.for_chunks_mut_with(&mut field, &mut affinity, |chunk, offset| {
+            for (i, x) in chunk.iter_mut().enumerate() {
+                *x = 0.5 * *x + ((offset + i) % 7) as f64;
+            }
+        });
+        if step > 0 {
+            kept += affinity.kept_share();
+        }
+    }
+    println!(
+        "   50 loops over {} elements in {:.2} ms, {} pieces; on average {:.0}% of the \
+         pieces ran where they ran the step before",
+        field.len(),
+        start.elapsed().as_secs_f64() * 1e3,
+        affinity.pieces(),
+        100.0 * kept / 49.0
+    );
+    let sum_on = |workers: usize| {
+        let pool = Pool::builder().num_threads(workers).build().expect("pool");
+        pool.reduce_deterministic(
+            0..field.len(),
+            1024,
+            0.0f64,
+            |r, acc| field[r].iter().fold(acc, |s, x| s + x.sqrt()),
+            |a, b| a + b,
+        )
+    };
+    let (one, many) = (sum_on(1), sum_on(pool.num_threads()));
+    println!(
+        "   deterministic sum of square roots: {one} on 1 worker, {many} on {}: identical bits: {}",
+        pool.num_threads(),
+        one.to_bits() == many.to_bits()
+    );
 }

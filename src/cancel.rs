@@ -5,10 +5,23 @@
 //!
 //! Below the API layers (graphs, pipelines, scopes and pool runs all
 //! take or hand out tokens), above the worker layer (a task asks its
-//! worker for the group it runs in). Cancelling never loses work: tasks
-//! not started are dropped or skipped, each still releasing its latch
-//! unit, so every wait returns as always; the run clears a graph's or a
-//! pipeline's token when it returns.
+//! worker for the group it runs in).
+//!
+//! A scope or a run is cancelled (oneTBB's `task_group::cancel`) by
+//! `Scope::cancel`, `Context::cancel_run` or a token it was given: that
+//! marks its group; its tasks that have not started are dropped unrun
+//! when a worker takes them (`fork_join/scope.rs`, `task/node/run.rs`);
+//! running ones ask [`is_cancelled`]; the `*_cancellable` calls return
+//! [`Cancelled`]. A scope or run made by a task (or scope body) of another
+//! is its child (`Group::set_parent`, from the worker's
+//! `cancel_context`), and a group counts as cancelled when it or any
+//! ancestor is; the ancestor outlives the child, whose waiter runs inside
+//! the ancestor's task.
+//!
+//! Invariant: every task of a cancelled group still releases its unit
+//! (dropped or run), so every wait returns as always: a cancel never loses
+//! a unit and never runs a task twice. A graph's or a pipeline's token is
+//! cleared when its run returns.
 
 use crate::worker::thread::WorkerThread;
 use crossbeam_utils::CachePadded;

@@ -2,15 +2,14 @@
 //! [`scope_fifo`], [`isolate`] for waits that must not pick up unrelated
 //! work, and the rest of rayon-core's calls (`rayon_api.rs`).
 
-mod cancel;
 pub(crate) mod isolate;
 pub(crate) mod join;
 mod rayon_api;
 pub(crate) mod scope;
+mod scope_cancellable;
 
 pub(crate) use scope::{in_place_scope_fifo_in, in_place_scope_in};
 
-pub use cancel::{scope_cancellable, scope_fifo_cancellable};
 pub use isolate::isolate;
 pub use join::join;
 pub use rayon_api::{
@@ -18,3 +17,4 @@ pub use rayon_api::{
     max_num_threads, yield_local, yield_now,
 };
 pub use scope::{Scope, ScopeFifo, in_place_scope, in_place_scope_fifo, scope, scope_fifo};
+pub use scope_cancellable::{scope_cancellable, scope_fifo_cancellable};

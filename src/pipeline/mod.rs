@@ -4,8 +4,8 @@
 //!
 //! [`Pipeline`] is the builder users see; `stage.rs` erases the stages'
 //! types, `gate.rs` lets serial stages through without a lock or a blocked
-//! thread, `engine.rs` walks items through the stages. How a run maps onto
-//! the six rules is in `engine.rs` and ARCHITECTURE.md.
+//! thread, `engine/` walks items through the stages. How a run maps onto
+//! the six rules is in `engine/mod.rs` and ARCHITECTURE.md.
 
 mod engine;
 pub(crate) mod gate;

@@ -1,7 +1,7 @@
 //! A pipeline's stages with their types erased, so that the engine can
 //! hold stages of different item types in one list.
 //!
-//! An item lives in its token's slot of item memory (`engine.rs`), sized
+//! An item lives in its token's slot of item memory (`engine/slot.rs`), sized
 //! and aligned for the largest type any stage reads or writes. A stage's
 //! body reads its input from there by value, runs the user's closure, and
 //! writes the output back in its place; the source writes the first one.

@@ -3,7 +3,7 @@
 //! back, most of the time, a moment later.
 //!
 //! A pipeline chain offers the rest of its chain around each stage body
-//! (`pipeline/engine.rs`, `lend`): if the body blocks, an idle worker takes
+//! (`pipeline/engine/lend.rs`): if the body blocks, an idle worker takes
 //! the rest; if the body is light, the owner takes it back after it. A
 //! deque push and pop did that before, but a thief woken by the pipeline
 //! heartbeat then stole the offer of a light item as readily as a blocked

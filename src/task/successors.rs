@@ -14,7 +14,7 @@
 //! Invariants: the low bit is set exactly when the list owns a boxed vector,
 //! and that vector holds at least two successors; the list frees the vector
 //! when it is dropped. The list does not own the nodes it points at (their
-//! pending counts keep them alive, see `node/ready.rs`).
+//! pending counts keep them alive, see `node/run.rs`).
 
 use std::marker::PhantomData;
 use std::ptr::{self, NonNull};

@@ -13,7 +13,7 @@
 //!   `NonNull<Header>` has its node's address, and the vtable (made for
 //!   that `T`) may cast it back.
 //! - The `meta` fields are touched only by the node's current owner (see
-//!   `ready.rs` for how ownership moves); the other header fields are
+//!   `run.rs` for how ownership moves); the other header fields are
 //!   atomics.
 //! - A node's memory goes back the way [`Memory`] says it came: a child in
 //!   its continuation's reserve is dropped, never freed, and before it

@@ -295,7 +295,7 @@ impl WorkerThread {
     /// Push onto the tail of the own deque without telling the sleep
     /// protocol: for work that idle workers may take but that is not worth
     /// waking one for yet (a pipeline chain lent out around a stage body,
-    /// `pipeline/engine.rs`). Sleepers find it at their next heartbeat
+    /// `pipeline/engine/lend.rs`). Sleepers find it at their next heartbeat
     /// (`Sleep::start_heartbeat`), searchers at once.
     #[inline]
     pub(crate) fn push_quiet(&self, job: JobRef) {

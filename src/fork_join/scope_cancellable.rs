@@ -1,19 +1,7 @@
-//! Cancelling a scope or a run (oneTBB's `task_group::cancel` and
-//! `is_current_task_group_canceling`): [`Scope::cancel`] and
-//! `Context::cancel_run` mark the group (a run may also be given a
-//! `CancelToken`, asked with the flag); its tasks that have not started
-//! are dropped unrun when a worker takes them (`scope.rs`, `task/node/execute.rs`);
-//! running ones ask [`is_cancelled`]; the `*_cancellable` calls return
-//! [`Cancelled`].
-//!
-//! Nesting: a scope or run made by a task (or scope body) of another is
-//! its child (`Group::set_parent`, from the worker's `cancel_context`), and
-//! a group counts as cancelled when it or any ancestor is. The ancestor
-//! outlives the child: the child's waiter runs inside the ancestor's task.
-//!
-//! Invariant: every task of a cancelled group still releases its unit
-//! (dropped or run), so the waiter returns as always; a cancel never
-//! loses a unit and never runs a task twice.
+//! `scope_cancellable` and `scope_fifo_cancellable`: rayon's scopes that
+//! say whether they were cancelled ([`Scope::cancel`], or a cancelled
+//! scope or run they are nested in). How a cancel spreads and why it never
+//! loses a unit is `src/cancel.rs`'s.
 
 use super::scope::{Scope, ScopeFifo, finish_scope, scope_on_worker};
 use crate::cancel::Cancelled;
