@@ -116,7 +116,7 @@ impl Registry {
         }
         let (registry, deques) = shared::Registry::new(&mut config, drainer_main)?;
         let mut handles = Vec::with_capacity(config.num_threads);
-        let mut deques = deques.into_iter().enumerate().peekable();
+        let mut deques = deques.into_iter().enumerate();
         let adopted = if config.adopt_current_thread {
             deques.next().map(|(_, deque)| deque)
         } else {
