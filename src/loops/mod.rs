@@ -46,17 +46,22 @@ pub use broadcast::{BroadcastContext, broadcast};
 pub use partitioner::{AffinityPartitioner, Partitioner};
 pub use range::Range2d;
 
-use crate::worker::global::current_registry;
+use crate::worker::global::global_registry;
 use crate::worker::thread::WorkerThread;
 use range::LoopRange;
 use split::{Splitter, split_and_run};
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-/// Run `f` on a worker: this thread, if it is one, else one of the global
-/// pool's (entered once, as `install` does).
+/// Run `f` on a worker: this thread, if it is one (a loop inside a task
+/// runs in its worker's pool, at once: the fixed cost of a loop), else one
+/// of the global pool's, entered once as `install` does.
+#[inline]
 fn on_a_worker<R: Send>(f: impl FnOnce(&WorkerThread) -> R + Send) -> R {
-    current_registry().in_worker(f)
+    match WorkerThread::current() {
+        Some(worker) => f(worker),
+        None => global_registry().in_worker(f),
+    }
 }
 
 /// The trace name of a task that ran loop pieces.
