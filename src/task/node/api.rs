@@ -43,7 +43,7 @@
 
 use super::continuation::{self, ContinuationRef};
 use super::cycle::{EDGE_LOCK, reaches};
-use super::layout::{Body, Header, Node, Ran, header};
+use super::layout::{Body, Header, Node, RunState, header};
 use super::run::{ReadyNode, cancel_chain, release_hold, submit_node};
 use crate::error::{AffinityError, TaskError};
 use crate::platform::prefetch::prefetch_for_write;
@@ -51,10 +51,9 @@ use crate::platform::sync::Ordering;
 use crate::queues::dispatch::{Dispatch, Priority, STRICT_AFFINITY};
 use crate::queues::region::Region;
 use crate::worker::group::Group;
-use crate::worker::thread::WorkerThread;
 use std::fmt;
 use std::marker::PhantomData;
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
 
 /// A unit of work for the scheduler, written in continuation-passing style.
 ///
@@ -313,32 +312,26 @@ impl Drop for TaskRef {
 /// The scheduler's side of a running task, passed to [`Task::execute`]:
 /// through it a task spawns children, builds continuations, and hands
 /// results to its successor.
+#[repr(transparent)]
 pub struct Context<'w> {
-    worker: &'w WorkerThread,
-    node: NonNull<Header>,
-    group: &'w Group,
-    recycle: bool,
+    run: RunState<'w>,
 }
 
 impl<'w> Context<'w> {
-    /// The context of one run of `node`'s body on `worker`, in `group`.
-    pub(crate) fn new(worker: &'w WorkerThread, node: NonNull<Header>, group: &'w Group) -> Self {
-        Context {
-            worker,
-            node,
-            group,
-            recycle: false,
-        }
+    /// The face of the node layer's record of one run.
+    fn of<'a>(run: &'a mut RunState<'w>) -> &'a mut Context<'w> {
+        // SAFETY: `Context` is a transparent wrapper of `RunState`.
+        unsafe { &mut *ptr::from_mut(run).cast::<Context<'w>>() }
     }
 
     /// The index of the worker running this task.
     pub fn worker_index(&self) -> usize {
-        self.worker.index()
+        self.run.worker.index()
     }
 
     /// The number of worker slots of the pool (valid affinity targets).
     pub fn num_workers(&self) -> usize {
-        self.worker.registry().num_slots()
+        self.run.worker.registry().num_slots()
     }
 
     /// Cancel the run this task belongs to (a [`Pool::run`](crate::Pool::run)
@@ -359,8 +352,8 @@ impl<'w> Context<'w> {
     /// assert_eq!(outcome, Err(sixfold::Cancelled));
     /// ```
     pub fn cancel_run(&self) {
-        if !self.group.is_static() {
-            self.group.cancel();
+        if !self.run.group.is_static() {
+            self.run.group.cancel();
         }
     }
 
@@ -416,8 +409,10 @@ impl<'w> Context<'w> {
     /// keeps the node's own) and route it if that made it ready.
     #[inline]
     fn submit(&self, task: TaskRef, dispatch: Option<Dispatch>, affinity: Option<usize>) {
-        if let Some(ready) = task.submit(self.group, dispatch, affinity, self.worker.region()) {
-            ready.route_from(self.worker);
+        if let Some(ready) =
+            task.submit(self.run.group, dispatch, affinity, self.run.worker.region())
+        {
+            ready.route_from(self.run.worker);
         }
     }
 
@@ -426,7 +421,7 @@ impl<'w> Context<'w> {
     #[inline(always)]
     pub fn continuation<T: Task>(&mut self, task: T) -> Continuation<'w> {
         Continuation {
-            node: continuation::continuation(self.node, self.group, task),
+            node: continuation::continuation(self.run.node, self.run.group, task),
             _not_send: PhantomData,
         }
     }
@@ -437,13 +432,7 @@ impl<'w> Context<'w> {
     /// a child. If `execute` also returns a task, that one runs first and
     /// this one is pushed onto the deque.
     pub fn recycle(&mut self) {
-        self.recycle = true;
-    }
-
-    /// Whether the body asked to run again: read by the node layer after
-    /// the body returned, to decide between completing and re-running.
-    pub(crate) fn recycle_requested(&self) -> bool {
-        self.recycle
+        self.run.recycle = true;
     }
 
     /// The body of this task's first successor, if it is a `T`: how a child
@@ -451,7 +440,7 @@ impl<'w> Context<'w> {
     /// cells in `T`). After `continuation`, the first successor is the new
     /// continuation.
     pub fn successor<T: Task + Sync>(&self) -> Option<&T> {
-        continuation::successor_body(self.node)
+        continuation::successor_body(self.run.node)
     }
 }
 
@@ -481,16 +470,11 @@ impl Continuation<'_> {
     }
 }
 
-/// Every task is a node body: its run makes the context the task sees,
-/// and reads back what it returned and whether it asked to run again.
+/// Every task is a node body: its run is `execute` with the run record
+/// seen as its `Context`, the vtable's last act.
 impl<T: Task> Body for T {
     #[inline(always)]
-    fn run(&mut self, node: NonNull<Header>, worker: &WorkerThread, group: &Group) -> Ran {
-        let mut cx = Context::new(worker, node, group);
-        let returned = self.execute(&mut cx).map(TaskRef::into_raw);
-        Ran {
-            returned,
-            recycle: cx.recycle_requested(),
-        }
+    fn run(&mut self, run: &mut RunState<'_>) -> Option<NonNull<Header>> {
+        self.execute(Context::of(run)).map(TaskRef::into_raw)
     }
 }

@@ -85,21 +85,25 @@ pub(super) const fn fits_half(layout: Layout) -> bool {
 /// group, which may hand back a node to run next (rule 1) and ask to run
 /// again. Implemented for every `Task` (`api.rs`).
 pub(crate) trait Body: Send + 'static {
-    /// Run the body of `node` (this body's node) on `worker`, as work of
-    /// `group`.
-    fn run(&mut self, node: NonNull<Header>, worker: &WorkerThread, group: &Group) -> Ran;
+    /// Run the body; `run` says where, and takes back whether it asked to
+    /// run again.
+    fn run(&mut self, run: &mut RunState<'_>) -> Option<NonNull<Header>>;
 }
 
-/// What running a body gave.
-pub(crate) struct Ran {
-    /// The node it handed back to run next (a handle's node, unsubmitted).
-    pub(crate) returned: Option<NonNull<Header>>,
-    /// It asked to run again (`Context::recycle`).
-    pub(crate) recycle: bool,
+/// One run of a node's body, as the node layer knows it: the worker, the
+/// node, its group, and whether the body asked to run again. The caller
+/// keeps it in its own frame, so the body's call is the vtable's last act
+/// (a tail call); what a task sees of it is `Context`, a transparent
+/// wrapper (`api.rs`).
+pub(crate) struct RunState<'w> {
+    pub(super) worker: &'w WorkerThread,
+    pub(super) node: NonNull<Header>,
+    pub(super) group: &'w Group,
+    pub(super) recycle: bool,
 }
 
 pub(super) struct VTable {
-    pub(super) execute: unsafe fn(NonNull<Header>, &WorkerThread, &Group) -> Ran,
+    pub(super) execute: unsafe fn(NonNull<Header>, &mut RunState<'_>) -> Option<NonNull<Header>>,
     pub(super) drop_node: unsafe fn(NonNull<Header>),
     pub(super) type_id: fn() -> TypeId,
     /// Whether the body has drop glue (a node in a reserve whose body has
@@ -220,12 +224,12 @@ impl<T: Body> Node<T> {
         memory.cast()
     }
 
-    unsafe fn execute(node: NonNull<Header>, worker: &WorkerThread, group: &Group) -> Ran {
+    unsafe fn execute(node: NonNull<Header>, run: &mut RunState<'_>) -> Option<NonNull<Header>> {
         // SAFETY: the caller owns the running node (pending reached zero, or
         // it is being re-run after a recycle), so nobody else accesses the
         // body; `node` was made by `allocate::<T>`, so the cast is right.
         let body = unsafe { &mut *node.cast::<Node<T>>().as_ref().body.get() };
-        body.run(node, worker, group)
+        body.run(run)
     }
 
     /// Drop the node, and give its memory back unless it lies in its

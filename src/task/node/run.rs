@@ -26,7 +26,7 @@
 //!   reserve; a group unit is a node's very last touch: the group may be
 //!   freed as soon as it is released.
 
-use super::layout::{self, Header, Memory, NO_AFFINITY, header};
+use super::layout::{self, Header, Memory, NO_AFFINITY, RunState, header};
 use crate::observe::stats::Rule;
 use crate::platform::sync::Ordering;
 use crate::platform::unwind;
@@ -305,10 +305,16 @@ unsafe fn execute_node(mut node: NonNull<Header>, worker: &WorkerThread) -> Opti
             // SAFETY: we own the node; the vtable matches its body type.
             // The body runs as work of its group (`is_cancelled`, nested
             // scopes and runs).
-            let ran = match worker.with_cancel_context(group, || {
-                unwind::halt_unwinding(|| unsafe { (header.vtable.execute)(node, worker, group) })
+            let mut run = RunState {
+                worker,
+                node,
+                group,
+                recycle: false,
+            };
+            let returned = match worker.with_cancel_context(group, || {
+                unwind::halt_unwinding(|| unsafe { (header.vtable.execute)(node, &mut run) })
             }) {
-                Ok(ran) => ran,
+                Ok(returned) => returned,
                 Err(payload) => {
                     worker.registry().task_panicked(group, payload);
                     // SAFETY: we own the node.
@@ -316,11 +322,11 @@ unsafe fn execute_node(mut node: NonNull<Header>, worker: &WorkerThread) -> Opti
                 }
             };
             // Rule 1: the returned task, if it is ready and may run here.
-            let bypass = match ran.returned {
+            let bypass = match returned {
                 None => None,
                 Some(task) => submit_returned(task, group, worker),
             };
-            if !ran.recycle {
+            if !run.recycle {
                 if bypass.is_some() || worker.tracing() {
                     // SAFETY: we own the node.
                     return unsafe { complete(node, worker, false, bypass) };
