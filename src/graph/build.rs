@@ -338,10 +338,7 @@ impl<'a> Graph<'a> {
     pub fn precede(&mut self, from: NodeId, to: NodeId) -> Result<(), GraphError> {
         let (a, b) = (self.check(from)?, self.check(to)?);
         if a == b {
-            return Err(GraphError::SelfEdge {
-                node: from,
-                name: self.label(a),
-            });
+            return Err(self.self_edge(from));
         }
         // Duplicate? Scan the shorter of the two lists.
         let duplicate = if self.nodes[a].successors.len <= self.nodes[b].in_degree {
@@ -356,19 +353,7 @@ impl<'a> Graph<'a> {
             .order
             .add_edge(a as u32, b as u32, &self.meta, &self.edges)
         {
-            let cycle: Vec<NodeId> = path
-                .iter()
-                .map(|&i| NodeId {
-                    graph: self.id,
-                    index: i,
-                })
-                .collect();
-            let mut names: Vec<String> = path.iter().map(|&i| self.label(i as usize)).collect();
-            names.push(self.label(b));
-            return Err(GraphError::Cycle {
-                cycle,
-                names: names.join(" -> "),
-            });
+            return Err(self.cycle_error(&path, b));
         }
         let edge = u32::try_from(self.edges.len())
             .ok()
@@ -400,6 +385,38 @@ impl<'a> Graph<'a> {
         self.root_bits[b / 64] &= !(1 << (b % 64));
         self.shape_dirty = true;
         Ok(())
+    }
+
+    /// The error of an edge from `node` to itself. Cold, as the other
+    /// error below: `precede` is the build's hot path, and the names it
+    /// formats would otherwise widen its frame.
+    #[cold]
+    #[inline(never)]
+    fn self_edge(&self, node: NodeId) -> GraphError {
+        GraphError::SelfEdge {
+            node,
+            name: self.label(node.index()),
+        }
+    }
+
+    /// The error of an edge that would close `path` (from its target back
+    /// to its source) into a cycle through `to`.
+    #[cold]
+    #[inline(never)]
+    fn cycle_error(&self, path: &[u32], to: usize) -> GraphError {
+        let cycle: Vec<NodeId> = path
+            .iter()
+            .map(|&i| NodeId {
+                graph: self.id,
+                index: i,
+            })
+            .collect();
+        let mut names: Vec<String> = path.iter().map(|&i| self.label(i as usize)).collect();
+        names.push(self.label(to));
+        GraphError::Cycle {
+            cycle,
+            names: names.join(" -> "),
+        }
     }
 
     /// Make `node` wait for `predecessor`: `precede(predecessor, node)`.

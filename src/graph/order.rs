@@ -40,6 +40,7 @@ impl TopoOrder {
     }
 
     /// Node `n`'s place.
+    #[inline]
     fn place(&self, n: u32) -> u32 {
         if self.position.is_empty() {
             n
@@ -51,6 +52,11 @@ impl TopoOrder {
     /// Record the edge `from -> to`, reordering if needed. `Err` holds the
     /// path `to ->* from` the edge would close into a cycle; nothing
     /// changes then.
+    ///
+    /// Inlined: building a graph in an order that agrees with its edges (the
+    /// common case: producers added before consumers) costs the comparison
+    /// alone, and the search below stays out of the caller's frame.
+    #[inline]
     pub(super) fn add_edge(
         &mut self,
         from: u32,
@@ -62,6 +68,22 @@ impl TopoOrder {
         if upper < lower {
             return Ok(());
         }
+        self.reorder(from, to, lower, upper, meta, edges)
+    }
+
+    /// `add_edge` for an edge against the current order: search the nodes
+    /// between the two places and move them (or find the cycle).
+    #[cold]
+    #[inline(never)]
+    fn reorder(
+        &mut self,
+        from: u32,
+        to: u32,
+        lower: u32,
+        upper: u32,
+        meta: &[NodeMeta],
+        edges: &[Edge],
+    ) -> Result<(), Vec<u32>> {
         if self.position.is_empty() {
             self.position.extend(0..self.len as u32);
         }
