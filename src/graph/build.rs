@@ -359,17 +359,22 @@ impl<'a> Graph<'a> {
             .ok()
             .filter(|&e| e != NO_EDGE)
             .expect("a graph holds fewer than 2^32 - 1 edges");
+        // Through local slices: a store into one array then does not make
+        // the compiler reload the others' pointers and lengths.
+        let meta = &mut self.meta[..];
+        let (next_succ, next_pred) = (meta[a].first_succ, meta[b].first_pred);
+        meta[a].first_succ = edge;
+        meta[b].first_pred = edge;
         self.edges.push(Edge {
             from: a as u32,
             to: b as u32,
-            next_succ: self.meta[a].first_succ,
-            next_pred: self.meta[b].first_pred,
+            next_succ,
+            next_pred,
         });
-        self.meta[a].first_succ = edge;
-        self.meta[b].first_pred = edge;
+        let nodes = &mut self.nodes[..];
         // The run's successor list, in the order edges were added: inline
         // up to two, else made from the edge list before the next run.
-        let list = &mut self.nodes[a].successors;
+        let list = &mut nodes[a].successors;
         list.len += 1;
         match list.len {
             1 => {
@@ -380,7 +385,7 @@ impl<'a> Graph<'a> {
             3 => self.long_lists.push(a as u32),
             _ => {}
         }
-        self.nodes[b].in_degree += 1;
+        nodes[b].in_degree += 1;
         *self.pending[b].get_mut() += 1;
         self.root_bits[b / 64] &= !(1 << (b % 64));
         self.shape_dirty = true;
