@@ -14,7 +14,9 @@
 //!
 //! Each shape prints the usual line, then a comment line with the cost per
 //! node of both sides and of the sequential floor: the same node work in
-//! topological order on one thread.
+//! topological order on one thread. The binary tree and the wavefront also
+//! print `<shape>_two_vs_one`: the prebuilt graph on the bench's pool
+//! against a pool of one worker (two workers must never be slower).
 
 use super::{Side, compare, ms, side};
 use sixfold::{Graph, Pool};
@@ -228,7 +230,15 @@ pub(super) fn sequential(counters: &[AtomicU64], runs: usize) -> Duration {
     samples[samples.len() / 2]
 }
 
-fn bench_shape(name: &str, shape: Shape, ours: &Pool, theirs: &rayon::ThreadPool) {
+/// `two_vs_one`: also time the prebuilt graph on a pool of one worker
+/// (alternating with `ours`), and print the two-worker / one-worker ratio.
+fn bench_shape(
+    name: &str,
+    shape: Shape,
+    ours: &Pool,
+    theirs: &rayon::ThreadPool,
+    two_vs_one: bool,
+) {
     const RUNS: usize = 7;
     let n = shape.nodes;
     let ours_counters: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
@@ -282,21 +292,69 @@ fn bench_shape(name: &str, shape: Shape, ours: &Pool, theirs: &rayon::ThreadPool
         ms(floor),
         a.as_secs_f64() / floor.as_secs_f64()
     );
+    if two_vs_one {
+        let one = Pool::builder()
+            .num_threads(1)
+            .build()
+            .expect("sixfold pool");
+        let mut graph = graph.borrow_mut();
+        let mut time = |pool: &Pool| {
+            let start = Instant::now();
+            pool.run_graph(&mut graph).expect("graph run");
+            start.elapsed()
+        };
+        time(&one);
+        let (mut on_one, mut on_two) = (Vec::new(), Vec::new());
+        for _ in 0..RUNS {
+            on_one.push(time(&one));
+            on_two.push(time(ours));
+        }
+        let (on_one, on_two) = (super::median(on_one), super::median(on_two));
+        let short = name.split('/').next().unwrap_or(name);
+        println!(
+            "{short}_two_vs_one {:.3}",
+            on_two.as_secs_f64() / on_one.as_secs_f64()
+        );
+        println!(
+            "#   {short}_two_vs_one: the prebuilt graph on {} workers {:.3} ms, on one worker {:.3} ms (target <= 1.0: two workers never slower than one)",
+            super::threads(),
+            ms(on_two),
+            ms(on_one)
+        );
+    }
 }
 
 /// `graph_chain/1000000`.
 pub(super) fn bench_graph_chain(ours: &Pool, theirs: &rayon::ThreadPool) {
-    bench_shape("graph_chain/1000000", Shape::chain(1_000_000), ours, theirs);
+    bench_shape(
+        "graph_chain/1000000",
+        Shape::chain(1_000_000),
+        ours,
+        theirs,
+        false,
+    );
 }
 
 /// `graph_binary_tree/20`: 2^20 - 1 nodes.
 pub(super) fn bench_graph_binary_tree(ours: &Pool, theirs: &rayon::ThreadPool) {
-    bench_shape("graph_binary_tree/20", Shape::binary_tree(20), ours, theirs);
+    bench_shape(
+        "graph_binary_tree/20",
+        Shape::binary_tree(20),
+        ours,
+        theirs,
+        true,
+    );
 }
 
 /// `graph_wavefront/1024`: a 1024 x 1024 grid.
 pub(super) fn bench_graph_wavefront(ours: &Pool, theirs: &rayon::ThreadPool) {
-    bench_shape("graph_wavefront/1024", Shape::wavefront(1024), ours, theirs);
+    bench_shape(
+        "graph_wavefront/1024",
+        Shape::wavefront(1024),
+        ours,
+        theirs,
+        true,
+    );
 }
 
 /// `graph_embarrassing/1000000`: one root, a million nodes, one sink.
@@ -306,5 +364,6 @@ pub(super) fn bench_graph_embarrassing(ours: &Pool, theirs: &rayon::ThreadPool) 
         Shape::embarrassing(1_000_000),
         ours,
         theirs,
+        false,
     );
 }
