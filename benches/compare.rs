@@ -622,7 +622,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 37] = [
+    let benches: [(&str, Bench); 38] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_cps/30/1worker", bench_fib_cps_one_worker),
         ("fib_join/30", bench_fib_join),
@@ -668,6 +668,10 @@ fn main() {
         ),
         ("pipeline_empty/1000000", pipelines::bench_pipeline_empty),
         ("pipeline_work/100000", pipelines::bench_pipeline_work),
+        (
+            "pipeline_many_tokens/100000",
+            pipelines::bench_pipeline_many_tokens,
+        ),
         ("pipeline_pinned/3x20000", pipelines::bench_pipeline_pinned),
         ("pipeline_idle_cpu", pipelines::bench_pipeline_idle),
         ("loop_saxpy/10000000", loops::bench_saxpy),

@@ -8,6 +8,8 @@
 //! * `pipeline_work/100000`: the same with ~0.6 us of work per item in the
 //!   parallel stage, against the same rayon idiom (which needs all items in
 //!   memory at once; the pipeline streams with 8 in flight).
+//! * `pipeline_many_tokens/100000`: the same with 1,024 tokens against
+//!   `4 * workers` (sixfold both sides): many tokens must not cost.
 //! * `pipeline_pinned/3x20000`: three serial stages, each updating its own
 //!   256 KiB table for every item, with the stages pinned to workers
 //!   against not pinned (sixfold against itself).
@@ -109,6 +111,31 @@ pub(super) fn bench_pipeline_work(ours: &Pool, theirs: &rayon::ThreadPool) {
         seq.as_secs_f64() * 1e9 / n as f64,
         seq.as_secs_f64() / mine.as_secs_f64(),
         seq.as_secs_f64() / rayon.as_secs_f64(),
+    );
+}
+
+/// `pipeline_many_tokens/100000`: `pipeline_work` with 1,024 tokens
+/// against the same with four a worker (both sixfold). More tokens buy a
+/// looser memory bound, and must not cost speed: a run once walked the
+/// items waiting behind an in-order gate once per item, and 4,096 tokens
+/// took ten times as long as eight.
+pub(super) fn bench_pipeline_many_tokens(ours: &Pool, _: &rayon::ThreadPool) {
+    let n = 100_000;
+    let expect = (0..n)
+        .map(some_work)
+        .fold(0u64, |acc, x| acc.wrapping_mul(31).wrapping_add(x));
+    let with = |tokens: usize| {
+        side(move || move || assert_eq!(pipeline_map_fold(ours, n, some_work, tokens), expect))
+    };
+    compare(
+        "pipeline_many_tokens/100000",
+        5,
+        with(1024),
+        with(4 * threads()),
+    );
+    println!(
+        "#   pipeline_many_tokens/100000: sixfold with 1024 tokens / with {} (target <= 1.2)",
+        4 * threads()
     );
 }
 

@@ -24,9 +24,9 @@
 //!    worker runs the pipeline and the gates' cache lines stay on its
 //!    core, since moving an item to another core would cost more than
 //!    running it. With items that carry enough work, the batch is a share
-//!    (`tokens / workers`), and the source gate is passed on to a job of
-//!    the remaining tokens on the deque (rule 3), for another worker to
-//!    fetch the next batch (rule 6). A pipeline started from outside the
+//!    (`tokens / workers`, at most `MAX_SHARED_BATCH`), and the source
+//!    gate is passed on to a job of the remaining tokens on the deque
+//!    (rule 3), for another worker to fetch the next batch (rule 6). A pipeline started from outside the
 //!    pool enters by the shared queue (rule 5).
 //!
 //! The run's latch counts tokens: each token releases its unit when it
@@ -107,6 +107,15 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 /// stages) are cheaper to run than to move to another core: one worker
 /// runs the pipeline. Above it, batches are shared between workers.
 const SHARE_WORK_NS: u32 = 250;
+
+/// The most items one fetch takes when items are shared between workers.
+/// The items of a batch queue behind the first at the in-order gates, and
+/// the walk that finds the next runnable one among them
+/// (`runnable_behind`) is as long as the batch: with a batch of
+/// `tokens / workers` alone, 4,096 tokens ran ten times slower than eight.
+/// Sixteen items keep the walk short and still make a fetch worth the
+/// hand-over of the source gate.
+const MAX_SHARED_BATCH: usize = 16;
 
 /// One item in this many has its stage work timed (two clock reads per
 /// stage), to keep the estimate cheap.
@@ -344,7 +353,9 @@ impl<'a> Engine<'a> {
             // One fetch per step, so that each gets its trace record.
             1
         } else if shared {
-            tokens.div_ceil(self.workers.load(Ordering::Relaxed) as usize)
+            tokens
+                .div_ceil(self.workers.load(Ordering::Relaxed) as usize)
+                .min(MAX_SHARED_BATCH)
         } else {
             tokens
         }

@@ -6,9 +6,9 @@
 //! batch: for its own tokens, then for tokens parked at the gate. With
 //! light items the batch is every token and the job keeps them all (one
 //! worker runs the pipeline; the gates' lines stay on its core); with
-//! items that carry enough work it is a share (`tokens / workers`), and
-//! the gate passes on to a job of the remaining tokens, for another worker
-//! to fetch the next batch. A job that holds every token, with light items
+//! items that carry enough work it is a share (`tokens / workers`, at
+//! most `MAX_SHARED_BATCH`), and the gate passes on to a job of the
+//! remaining tokens, for another worker to fetch the next batch. A job that holds every token, with light items
 //! and nothing pinned elsewhere, runs the whole pipeline as a loop
 //! (`alone.rs`).
 //!
