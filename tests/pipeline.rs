@@ -160,7 +160,9 @@ fn items_in_flight_never_exceed_the_token_limit() {
 }
 
 fn items_in_flight_never_exceed_the_token_limit_body() {
-    for (threads, tokens) in [(1, 1), (2, 2), (2, 5), (4, 3), (4, 16)] {
+    // The last two take batches capped below `tokens / workers` (items
+    // here carry enough work to be shared).
+    for (threads, tokens) in [(1, 1), (2, 2), (2, 5), (4, 3), (4, 16), (2, 64), (4, 256)] {
         let pool = pool(threads);
         let in_flight = AtomicUsize::new(0);
         let most = AtomicUsize::new(0);
