@@ -9,7 +9,9 @@
 //! # Falling asleep
 //!
 //! A worker that finds nothing searches again, in rounds, yielding between
-//! them (one that just ran a share of a parallel loop, or waits for the
+//! them, or spinning when its last yield waited for another thread (a
+//! loaded machine, where a yield costs a time slice: `SPINNING_ROUNDS`)
+//! (one that just ran a share of a parallel loop, or waits for the
 //! other shares of its own, first searches for 200 us, yielding: the next
 //! step of an iterated loop comes within microseconds, and a wake from a
 //! real sleep costs tens of them; `WorkerThread::search_or_sleep`).
@@ -103,9 +105,9 @@ use crate::platform::sync::{AtomicUsize, Condvar, Mutex, Ordering, fence};
 use counters::{AtomicCounters, JobsEventCounter};
 use crossbeam_utils::CachePadded;
 
-/// Search rounds (with a yield between them) before getting sleepy. One
-/// under loom, so the models stay small (the protocol does not depend on
-/// the number).
+/// Search rounds (with a yield or a spin between them) before getting
+/// sleepy. One under loom, so the models stay small (the protocol does not
+/// depend on the number).
 const ROUNDS_UNTIL_SLEEPY: u32 = if cfg!(loom) { 1 } else { 10 };
 /// One more round after getting sleepy, then sleep.
 const ROUNDS_UNTIL_SLEEPING: u32 = ROUNDS_UNTIL_SLEEPY + 1;
