@@ -113,8 +113,14 @@ where
             }
         }
         if node.children.fetch_sub(1, Ordering::AcqRel) == 1 {
-            // SAFETY: the last unit of the node: it completes now, once.
-            unsafe { complete(node, shared, worker, shared.replay()) }.map(|succ| Next {
+            let succ = if shared.replay() {
+                // SAFETY: the last unit of the node: it completes now, once.
+                unsafe { complete::<true>(node, shared, worker) }
+            } else {
+                // SAFETY: as above.
+                unsafe { complete::<false>(node, shared, worker) }
+            };
+            succ.map(|succ| Next {
                 job: node_job(succ, shared.region()),
                 rule: Rule::Successor,
             })
@@ -178,7 +184,7 @@ fn node_job(node: &Node<'_>, region: Region) -> JobRef {
 unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
     // SAFETY: a node job points at a node of a graph that is running. Its
     // borrow `'a` is erased to `'static`: the run ends before `'a` does.
-    let mut node = unsafe { this.cast::<Node<'static>>().as_ref() };
+    let node = unsafe { this.cast::<Node<'static>>().as_ref() };
     if worker.tracing() {
         return execute_traced(node, worker);
     }
@@ -186,10 +192,33 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
     // node of a run points at the same run state.
     // SAFETY: the run state outlives the graph's nodes.
     let shared = unsafe { node.shared.as_ref() };
-    let replay = shared.replay();
+    if shared.replay() {
+        // SAFETY: as below.
+        unsafe { run_chain::<true>(node, shared, worker) }
+    } else {
+        // SAFETY: `node` is ready (its job was taken); `shared` is its
+        // graph's run state.
+        unsafe { run_chain::<false>(node, shared, worker) }
+    }
+}
+
+/// Run `node` and each successor it hands back (rule 2). One copy per
+/// `REPLAY` (whether the run records and follows the workers of the last
+/// run): the flag is fixed for a run, and a chain pays no test for it.
+///
+/// # Safety
+/// `node` is ready, and this is its only execution in this run; `shared`
+/// is the run state of its graph.
+#[inline(always)]
+unsafe fn run_chain<const REPLAY: bool>(
+    mut node: &'static Node<'static>,
+    shared: &RunShared,
+    worker: &WorkerThread,
+) -> Option<Next> {
     loop {
-        // SAFETY: `node` is ready (its job was taken, or we made it ready).
-        match unsafe { run_node(node, shared, worker, replay) } {
+        // SAFETY: the caller's, then `complete`'s: it hands back a ready
+        // node that nobody else will run.
+        match unsafe { run_node::<REPLAY>(node, shared, worker) } {
             Some(next) => {
                 worker.count_task(Rule::Successor);
                 node = next;
@@ -216,8 +245,13 @@ fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Op
         let name = (index < shared.names_len.load(Ordering::Relaxed))
             .then(|| unsafe { (*names.add(index)).clone() })
             .flatten();
-        // SAFETY: `node` is ready; this is its only execution in this run.
-        let next = unsafe { run_node(node, shared, worker, replay) };
+        let next = if replay {
+            // SAFETY: `node` is ready; this is its only execution in this run.
+            unsafe { run_node::<true>(node, shared, worker) }
+        } else {
+            // SAFETY: as above.
+            unsafe { run_node::<false>(node, shared, worker) }
+        };
         worker.set_trace_name(name);
         match next {
             Some(succ) => {
@@ -238,11 +272,10 @@ fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Op
 /// `node` is ready, and this is its only execution in this run; `shared`
 /// is the run state of its graph.
 #[inline(always)]
-unsafe fn run_node<'a>(
+unsafe fn run_node<'a, const REPLAY: bool>(
     node: &'a Node<'a>,
     shared: &RunShared,
     worker: &WorkerThread,
-    replay: bool,
 ) -> Option<&'a Node<'a>> {
     if pending::needs_reset(node.in_degree) {
         // Ready for the next run: nobody decrements it again in this one.
@@ -250,7 +283,7 @@ unsafe fn run_node<'a>(
         // graph, and `node` is one of them.
         unsafe { count_of(shared, node) }.store(node.in_degree, Ordering::Relaxed);
     }
-    if replay {
+    if REPLAY {
         node.last_worker
             .store(worker.index() as u16, Ordering::Relaxed);
     }
@@ -276,7 +309,7 @@ unsafe fn run_node<'a>(
         return None;
     }
     // SAFETY: the node's body and children are done: it completes once.
-    unsafe { complete(node, shared, worker, replay) }
+    unsafe { complete::<REPLAY>(node, shared, worker) }
 }
 
 /// How many nodes past itself, in the graph's storage, a finishing node
@@ -295,21 +328,23 @@ const PREFETCH_AHEAD: usize = 8;
 /// Called once per node and run, when its body and children are done;
 /// `shared` is the run state of its graph.
 #[inline(always)]
-unsafe fn complete<'a>(
+unsafe fn complete<'a, const REPLAY: bool>(
     node: &Node<'a>,
     shared: &RunShared,
     worker: &WorkerThread,
-    replay: bool,
 ) -> Option<&'a Node<'a>> {
-    let list = node.successors;
+    let replay = REPLAY;
     let base = shared
         .nodes
         .load(Ordering::Relaxed)
         .cast_const()
         .cast::<Node<'a>>();
-    if list.len == 1 && !replay {
+    // Read from the node, not from a copy of its list: the list's copy
+    // lives on the stack (its address is taken below), and a chain pays
+    // for the round trip on every node.
+    if !REPLAY && node.successors.len == 1 {
         // SAFETY: successor indices are in bounds of the running graph.
-        let succ = unsafe { &*base.add(list.inline[0] as usize) };
+        let succ = unsafe { &*base.add(node.successors.inline[0] as usize) };
         // A chain link: our one successor waits for us alone and goes
         // nowhere in particular. Its count was never written (`pending.rs`)
         // and it runs next, here (rule 2): its line, read for this test,
@@ -319,6 +354,7 @@ unsafe fn complete<'a>(
             return Some(succ);
         }
     }
+    let list = node.successors;
     if list.len == 0 {
         let latch = shared.latch.load(Ordering::Relaxed);
         // SAFETY: the latch lives on the caller's frame until its count,
