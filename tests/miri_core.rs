@@ -4,7 +4,8 @@
 //! continuations, recycling and `Context::successor`; stack jobs
 //! (`install`); the guest slot of a zero-thread pool; a latch set from
 //! another pool's worker; the deques under stealing; a set submitted
-//! with a look-ahead. They run as ordinary tests too.
+//! with a look-ahead; the trace records (each worker's buffer, reached
+//! through a pointer it keeps). They run as ordinary tests too.
 
 use sixfold::{Context, Pool, Task, TaskRef};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -690,4 +691,50 @@ fn continuation_children_in_and_out_of_the_reserve_are_dropped_once() {
         assert_eq!(fork_with::<8>(&pool, plan), (expect_ran, 4));
         assert_eq!(fork_with::<200>(&pool, plan), (expect_ran, 4));
     }
+}
+
+#[test]
+fn traced_joins_and_a_named_chain_leave_one_record_each() {
+    let pool = Pool::builder().num_threads(2).trace(true).build().unwrap();
+    fn fib(n: u64) -> u64 {
+        if n < 2 {
+            return n;
+        }
+        let (a, b) = sixfold::join(|| fib(n - 1), || fib(n - 2));
+        a + b
+    }
+    assert_eq!(pool.install(|| fib(6)), 8);
+    let ran = AtomicUsize::new(0);
+    let mut g = sixfold::Graph::new();
+    let ids: Vec<_> = (0..5)
+        .map(|i| {
+            let ran = &ran;
+            g.add_named(format!("link{i}"), move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    for pair in ids.windows(2) {
+        g.precede(pair[0], pair[1]).unwrap();
+    }
+    pool.run_graph(&mut g).unwrap();
+    assert_eq!(ran.load(Ordering::Relaxed), 5);
+    // A take waits only briefly for records in flight (Miri is slow):
+    // gather takes until the chain's records are in.
+    let mut tasks = Vec::new();
+    for _ in 0..1000 {
+        tasks.extend(pool.take_trace().tasks);
+        if tasks.iter().filter(|t| t.name.is_some()).count() >= 5 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let mut links: Vec<_> = tasks
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .filter(|n| n.starts_with("link"))
+        .collect();
+    links.sort_unstable();
+    assert_eq!(links, ["link0", "link1", "link2", "link3", "link4"]);
+    assert!(tasks.iter().all(|t| t.start_ns <= t.end_ns && t.worker < 2));
 }

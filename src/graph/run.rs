@@ -252,14 +252,18 @@ fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Op
             // SAFETY: as above.
             unsafe { run_node::<false>(node, shared, worker) }
         };
-        worker.set_trace_name(name);
         match next {
             Some(succ) => {
                 worker.count_task(Rule::Successor);
-                worker.trace_next_task(Rule::Successor);
+                worker.trace_next_task(name, Rule::Successor);
                 node = succ;
             }
-            None => return None,
+            None => {
+                // The job's record, closed by the worker loop, is this
+                // node's.
+                worker.set_trace_name(name);
+                return None;
+            }
         }
     }
 }

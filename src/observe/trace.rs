@@ -4,9 +4,11 @@
 //! runs (start, end, the rule that supplied it, the task's name if it has
 //! one) and one per time it slept, to a batch of its own, moved every
 //! `BATCH` records (and when it goes idle) to a buffer of its own (a mutex
-//! only that worker and `Pool::take_trace` ever take). A record costs two
-//! readings of the time-stamp counter (`clock.rs`), no allocation but the
-//! batch's, and no atomic read-modify-write: tracing can stay on. With
+//! only that worker and `Pool::take_trace` ever take). A record costs one
+//! reading of the time-stamp counter (`clock.rs`; a task's end is the
+//! worker's next reading), 24 bytes (`RawTask`: the public `TaskEvent` is
+//! built by `collect`), no allocation but the batch's, and no atomic
+//! read-modify-write: tracing can stay on. With
 //! tracing off, the hot path pays one predictable branch on a flag the
 //! worker keeps.
 //!
@@ -20,7 +22,7 @@
 //! built after; a nested task (run while its parent waits) lies inside its
 //! parent's interval.
 
-use crate::observe::clock::TraceClock;
+use crate::observe::clock::{Calibration, TraceClock};
 use crate::observe::stats::Rule;
 use parking_lot::Mutex;
 use std::fmt::{self, Write as _};
@@ -67,16 +69,97 @@ pub struct Trace {
     pub sleeps: Vec<SleepEvent>,
 }
 
+/// A task record as its worker writes it: clock ticks and the rule, 24
+/// bytes. The worker is the buffer's, and the rare name goes beside
+/// (`RecordBatch::names`). A traced fork-join writes a record every ten
+/// nanoseconds or so, and the records of a run outgrow the caches: the
+/// bytes written are most of what a record costs beyond its clock
+/// reading, so `collect` builds the public `TaskEvent`s, not the worker.
+#[derive(Clone, Copy)]
+pub(crate) struct RawTask {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) rule: Rule,
+}
+
+/// A worker's records, in the order the tasks ended.
+#[derive(Default)]
+pub(crate) struct RecordBatch {
+    pub(crate) tasks: Vec<RawTask>,
+    /// The names of the named tasks, each with its record's position in
+    /// `tasks`, in increasing position.
+    pub(crate) names: Vec<(usize, Arc<str>)>,
+}
+
+impl RecordBatch {
+    fn with_capacity(tasks: usize) -> Self {
+        RecordBatch {
+            tasks: Vec::with_capacity(tasks),
+            names: Vec::new(),
+        }
+    }
+
+    /// Record a task that started at `start` (ticks) and whose end is not
+    /// read yet: `end` is `start` until the worker's next clock reading
+    /// settles it (`tracing.rs`).
+    #[inline]
+    pub(crate) fn push(&mut self, rule: Rule, start: u64, name: Option<Arc<str>>) {
+        if let Some(name) = name {
+            self.names.push((self.tasks.len(), name));
+        }
+        self.tasks.push(RawTask {
+            start,
+            end: start,
+            rule,
+        });
+    }
+
+    /// Record a task that ran from `start` to `end` (ticks).
+    #[inline]
+    pub(crate) fn push_closed(&mut self, rule: Rule, start: u64, end: u64, name: Option<Arc<str>>) {
+        if let Some(name) = name {
+            self.names.push((self.tasks.len(), name));
+        }
+        self.tasks.push(RawTask { start, end, rule });
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// The public records of worker `worker`, times in nanoseconds; leaves
+    /// the batch empty (its capacity kept, for reuse).
+    fn drain_into(&mut self, worker: usize, cal: &Calibration, out: &mut Vec<TaskEvent>) {
+        let mut names = self.names.drain(..).peekable();
+        out.extend(self.tasks.drain(..).enumerate().map(|(at, raw)| {
+            let name = names
+                .next_if(|(named, _)| *named == at)
+                .map(|(_, name)| name);
+            TaskEvent {
+                worker,
+                rule: raw.rule,
+                start_ns: cal.ns(raw.start),
+                end_ns: cal.ns(raw.end),
+                name,
+            }
+        }));
+    }
+}
+
 /// A worker's buffer (in the registry, one per slot).
 #[derive(Default)]
 pub(crate) struct TraceBuffer {
     /// Whole batches, as the worker filled them (no copying on flush).
-    records: Mutex<(Vec<Vec<TaskEvent>>, Vec<SleepEvent>)>,
+    records: Mutex<(Vec<RecordBatch>, Vec<SleepEvent>)>,
     /// Emptied batches `collect` gives back, for the worker's next flush:
     /// a traced pool that is taken from regularly allocates no new batch
-    /// (a fresh one is 229 KiB of page faults, which cost a traced task as
+    /// (a fresh one is 96 KiB of page faults, which cost a traced task as
     /// much as its record).
-    spare: Mutex<Vec<Vec<TaskEvent>>>,
+    spare: Mutex<Vec<RecordBatch>>,
     /// Traced tasks this worker has started and whose records are not in
     /// `records` yet (running, or in the worker's local batch, which it
     /// flushes every `BATCH` records and whenever it goes idle). A task's
@@ -98,7 +181,7 @@ impl TraceBuffer {
     /// Move a worker's local batch of records (each announced with
     /// `task_started`) into the buffer. Called by the buffer's own worker
     /// only.
-    pub(crate) fn flush(&self, batch: &mut Vec<TaskEvent>) {
+    pub(crate) fn flush(&self, batch: &mut RecordBatch) {
         if batch.is_empty() {
             return;
         }
@@ -107,7 +190,7 @@ impl TraceBuffer {
             .spare
             .lock()
             .pop()
-            .unwrap_or_else(|| Vec::with_capacity(BATCH));
+            .unwrap_or_else(|| RecordBatch::with_capacity(BATCH));
         let full = std::mem::replace(batch, next);
         self.records.lock().0.push(full);
         let left = self.in_flight.load(Ordering::Relaxed);
@@ -118,7 +201,7 @@ impl TraceBuffer {
         self.records.lock().1.push(event);
     }
 
-    fn take(&self) -> (Vec<Vec<TaskEvent>>, Vec<SleepEvent>) {
+    fn take(&self) -> (Vec<RecordBatch>, Vec<SleepEvent>) {
         std::mem::take(&mut *self.records.lock())
     }
 }
@@ -147,29 +230,34 @@ pub(crate) fn collect<'a>(
             }
         }
     }
+    let taken: Vec<_> = buffers.clone().map(TraceBuffer::take).collect();
+    // Records hold clock ticks until here (the buffer's position is the
+    // worker's index).
+    let cal = clock.calibrate();
     let mut trace = Trace {
         workers,
         ..Trace::default()
     };
-    for buffer in buffers {
-        let (batches, sleeps) = buffer.take();
+    let recorded = taken
+        .iter()
+        .flat_map(|(batches, _)| batches)
+        .map(RecordBatch::len)
+        .sum();
+    trace.tasks.reserve_exact(recorded);
+    for (worker, ((batches, sleeps), buffer)) in taken.into_iter().zip(buffers).enumerate() {
         let mut emptied = Vec::with_capacity(batches.len());
         for mut batch in batches {
-            trace.tasks.append(&mut batch);
-            if batch.capacity() == BATCH {
+            batch.drain_into(worker, &cal, &mut trace.tasks);
+            if batch.tasks.capacity() == BATCH {
                 emptied.push(batch);
             }
         }
         buffer.spare.lock().append(&mut emptied);
-        trace.sleeps.extend(sleeps);
-    }
-    // Records hold clock ticks until here.
-    let cal = clock.calibrate();
-    for t in &mut trace.tasks {
-        (t.start_ns, t.end_ns) = (cal.ns(t.start_ns), cal.ns(t.end_ns));
-    }
-    for s in &mut trace.sleeps {
-        (s.start_ns, s.end_ns) = (cal.ns(s.start_ns), cal.ns(s.end_ns));
+        trace.sleeps.extend(sleeps.into_iter().map(|s| SleepEvent {
+            start_ns: cal.ns(s.start_ns),
+            end_ns: cal.ns(s.end_ns),
+            ..s
+        }));
     }
     trace
 }
@@ -342,5 +430,44 @@ impl Trace {
 impl fmt::Display for Trace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.summary())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A batch's names land on their own records, whatever runs of
+    /// unnamed records lie between; times and rules come through.
+    #[test]
+    fn a_batch_drains_into_events_with_each_name_on_its_record() {
+        let clock = TraceClock::new();
+        let mut batch = RecordBatch::default();
+        let named = |s: &str| Some(Arc::<str>::from(s));
+        batch.push(Rule::Steal, 10, None);
+        batch.push_closed(Rule::OwnDeque, 20, 30, named("b"));
+        batch.push(Rule::Successor, 40, None);
+        batch.push(Rule::Successor, 50, None);
+        batch.push_closed(Rule::Returned, 60, 70, named("e"));
+        let cal = clock.calibrate();
+        let mut events = Vec::new();
+        batch.drain_into(3, &cal, &mut events);
+        let names: Vec<_> = events.iter().map(|e| e.name.as_deref()).collect();
+        assert_eq!(names, [None, Some("b"), None, None, Some("e")]);
+        let rules: Vec<_> = events.iter().map(|e| e.rule).collect();
+        assert_eq!(
+            rules,
+            [
+                Rule::Steal,
+                Rule::OwnDeque,
+                Rule::Successor,
+                Rule::Successor,
+                Rule::Returned
+            ]
+        );
+        assert!(events.iter().all(|e| e.worker == 3));
+        assert_eq!(events[1].start_ns, cal.ns(20));
+        assert_eq!(events[1].end_ns, cal.ns(30));
+        assert!(batch.tasks.is_empty() && batch.names.is_empty());
     }
 }

@@ -212,6 +212,7 @@ impl WorkerThread {
         // shared aliases (a live Box would claim uniqueness).
         let counters: *const WorkerCounters = registry.counters(index);
         let lent: *const LentSlot<JobRef> = registry.lent(index);
+        let trace = Box::new(TraceLocal::new(registry.trace_buffer(index)));
         let ptr = Box::into_raw(Box::new(WorkerThread {
             deque,
             index,
@@ -230,7 +231,7 @@ impl WorkerThread {
             unit_credit: CreditFrames::new(),
             region: Cell::new(start_region),
             tracing: registry_tracing,
-            trace: Box::default(),
+            trace,
             steal_floor: approximate_stack_pointer().saturating_sub(stack_budget / 2),
         }));
         WORKER_THREAD.with(|cell| cell.set(ptr));

@@ -15,23 +15,42 @@
 
 use super::{JobRef, Next, WorkerThread};
 use crate::observe::stats::Rule;
-use crate::observe::trace::{self, TaskEvent};
+use crate::observe::trace::{self, RecordBatch, TraceBuffer};
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 /// A worker's own trace state (`observe/trace.rs`).
-#[derive(Default)]
+///
+/// Cells, not `RefCell`s, where a value is only swapped: a record is a
+/// few stores, and borrow flags would double them.
 pub(super) struct TraceLocal {
+    /// This worker's buffer in the registry (looked up once: every traced
+    /// task announces itself there).
+    buffer: *const TraceBuffer,
     /// The name the task that just ran gave itself, for its trace record.
-    name: RefCell<Option<Arc<str>>>,
+    name: Cell<Option<Arc<str>>>,
     /// Trace records not yet in the registry's buffer (no lock per task).
-    batch: RefCell<Vec<TaskEvent>>,
+    batch: RefCell<RecordBatch>,
     /// How many records at the end of `batch` still wait for their end
     /// time: the next clock reading on this worker (`trace_read`).
     open_ends: Cell<usize>,
     /// The innermost traced task running on this worker: when it started
     /// and the rule that supplied it (`traced`, `trace_next_task`).
     running: Cell<Option<(u64, Rule)>>,
+}
+
+impl TraceLocal {
+    /// The trace state of the worker whose buffer is `buffer` (in the
+    /// registry the worker keeps alive).
+    pub(super) fn new(buffer: &TraceBuffer) -> Self {
+        TraceLocal {
+            buffer,
+            name: Cell::new(None),
+            batch: RefCell::new(RecordBatch::default()),
+            open_ends: Cell::new(0),
+            running: Cell::new(None),
+        }
+    }
 }
 
 impl WorkerThread {
@@ -45,8 +64,9 @@ impl WorkerThread {
 
     /// Run `task` (supplied by `rule`) with a trace record around it:
     /// announced before it runs, recorded when it ends.
+    #[inline]
     pub(crate) fn traced<R>(&self, rule: Rule, task: impl FnOnce() -> R) -> R {
-        self.registry.trace_buffer(self.index).task_started();
+        self.trace_buffer().task_started();
         let outer = self.trace.running.replace(Some((self.trace_read(), rule)));
         let result = task();
         if let Some((start, rule)) = self.trace.running.replace(outer) {
@@ -55,16 +75,43 @@ impl WorkerThread {
         result
     }
 
-    /// The traced task running here ends, and the next one (supplied by
-    /// `rule`) starts in the same job: a graph chain run in one tight loop
-    /// (rule 2) still gets a record a node, at one clock reading a node.
+    /// The traced task running here ends, named `name`, and the next one
+    /// (supplied by `rule`) starts in the same job: a graph chain run in
+    /// one tight loop (rule 2) still gets a record a node, at one clock
+    /// reading a node. The reading ends the task (and any nested task
+    /// still open) and starts the next; the record goes in closed.
     #[inline]
-    pub(crate) fn trace_next_task(&self, rule: Rule) {
-        if let Some((start, ended)) = self.trace.running.get() {
-            self.record_task(ended, start);
+    pub(crate) fn trace_next_task(&self, name: Option<Arc<str>>, rule: Rule) {
+        let now = self.registry.trace_now();
+        let full = {
+            let mut batch = self.trace.batch.borrow_mut();
+            let open = self.trace.open_ends.replace(0);
+            if open > 0 {
+                let len = batch.len();
+                for record in &mut batch.tasks[len - open..] {
+                    record.end = now;
+                }
+            }
+            if let Some((start, ended)) = self.trace.running.get() {
+                // A name set by a task that ended without a record of its
+                // own does not carry over.
+                drop(self.trace.name.take());
+                batch.push_closed(ended, start, now, name);
+            }
+            batch.len() >= trace::BATCH
+        };
+        if full {
+            self.flush_trace();
         }
-        self.registry.trace_buffer(self.index).task_started();
-        self.trace.running.set(Some((self.trace_read(), rule)));
+        self.trace_buffer().task_started();
+        self.trace.running.set(Some((now, rule)));
+    }
+
+    /// This worker's trace buffer.
+    #[inline]
+    fn trace_buffer(&self) -> &TraceBuffer {
+        // SAFETY: points into the registry, which this worker keeps alive.
+        unsafe { &*self.trace.buffer }
     }
 
     /// Read the trace clock, and give the reading to the records whose end
@@ -82,8 +129,8 @@ impl WorkerThread {
         if open > 0 {
             let mut batch = self.trace.batch.borrow_mut();
             let len = batch.len();
-            for record in &mut batch[len - open..] {
-                record.end_ns = now;
+            for record in &mut batch.tasks[len - open..] {
+                record.end = now;
             }
         }
         now
@@ -98,10 +145,7 @@ impl WorkerThread {
     /// The task that is ending names itself for its trace record.
     #[inline]
     pub(crate) fn set_trace_name(&self, name: Option<Arc<str>>) {
-        let mut slot = self.trace.name.borrow_mut();
-        if name.is_some() || slot.is_some() {
-            *slot = name;
-        }
+        drop(self.trace.name.replace(name));
     }
 
     /// Record a task that started at `start` (announced with
@@ -109,16 +153,10 @@ impl WorkerThread {
     /// reading (`trace_read`).
     #[inline]
     fn record_task(&self, rule: Rule, start: u64) {
-        let name = self.trace.name.borrow_mut().take();
+        let name = self.trace.name.take();
         let full = {
             let mut batch = self.trace.batch.borrow_mut();
-            batch.push(TaskEvent {
-                worker: self.index,
-                rule,
-                start_ns: start,
-                end_ns: start,
-                name,
-            });
+            batch.push(rule, start, name);
             batch.len() >= trace::BATCH
         };
         self.trace.open_ends.set(self.trace.open_ends.get() + 1);
@@ -133,7 +171,7 @@ impl WorkerThread {
         if self.tracing {
             self.trace_read();
             let mut batch = self.trace.batch.borrow_mut();
-            self.registry.trace_buffer(self.index).flush(&mut batch);
+            self.trace_buffer().flush(&mut batch);
         }
     }
 }
