@@ -213,47 +213,36 @@ impl<T: Words> Worker<T> {
         new_ref
     }
 
+    /// Pop at the owner's end: the back (LIFO) or the front (FIFO).
+    #[inline]
     pub(crate) fn pop(&self) -> Option<T> {
         match self.flavor {
             Flavor::Lifo => self.pop_back(),
-            // The front is contended with thieves: claim it as they do.
-            Flavor::Fifo => loop {
-                match steal_front(&self.inner) {
-                    Steal::Success(item) => return Some(item),
-                    Steal::Empty => return None,
-                    Steal::Retry => std::hint::spin_loop(),
-                }
-            },
+            Flavor::Fifo => self.pop_front(),
         }
     }
 
+    /// The front is contended with thieves: claim it as they do.
+    #[cold]
+    fn pop_front(&self) -> Option<T> {
+        loop {
+            match steal_front(&self.inner) {
+                Steal::Success(item) => return Some(item),
+                Steal::Empty => return None,
+                Steal::Retry => std::hint::spin_loop(),
+            }
+        }
+    }
+
+    /// The usual pop, inline in `join`'s path: at least two items, so the
+    /// one taken is no thief's to race for. The last item and an empty
+    /// deque go out of line (`pop_last`, `pop_lost_race`).
+    #[inline]
     fn pop_back(&self) -> Option<T> {
         let b = self.inner.back.load(Ordering::Relaxed);
         let f = self.inner.front.load(Ordering::Relaxed);
-        let len = b.wrapping_sub(f);
-        if len <= 0 {
-            return None;
-        }
-        if len == 1 {
-            // One item (as far as a possibly stale `front` tells): claim it
-            // at the front, as a thief would, with one CAS and no fence; the
-            // usual path below costs a SeqCst fence and the same CAS for
-            // the last item. (A job pushed and popped back around every
-            // light pipeline item pays this once an item.) If the CAS
-            // fails, a thief took index `f`, which was the last one: only
-            // we push, and `front` never passes `back`.
-            let words = self.buffer().read(f);
-            return match self.inner.front.compare_exchange(
-                f,
-                f.wrapping_add(1),
-                Ordering::SeqCst,
-                Ordering::Relaxed,
-            ) {
-                // SAFETY: slot `f` holds the words of an item we pushed, and
-                // the CAS made that item ours, as in `steal_front`.
-                Ok(_) => Some(unsafe { T::from_words(words) }),
-                Err(_) => None,
-            };
+        if b.wrapping_sub(f) <= 1 {
+            return self.pop_last(b, f);
         }
         // Take the back slot first, then look at the front: the SeqCst
         // fence pairs with a thief's between its front and back loads, so
@@ -263,28 +252,62 @@ impl<T: Words> Worker<T> {
         atomic::fence(Ordering::SeqCst);
         let f = self.inner.front.load(Ordering::Relaxed);
         let len = b.wrapping_sub(f);
+        if len <= 0 {
+            return self.pop_lost_race(b, f, len);
+        }
+        // SAFETY: slot `b` holds the words of an item we pushed, and it is
+        // ours: thieves take only indices below `back`, and `f < b`.
+        Some(unsafe { T::from_words(self.buffer().read(b)) })
+    }
+
+    /// `pop_back` with at most one item as far as a possibly stale `front`
+    /// tells (`b - f <= 1`).
+    #[cold]
+    fn pop_last(&self, b: isize, f: isize) -> Option<T> {
+        if b.wrapping_sub(f) <= 0 {
+            return None;
+        }
+        // One item: claim it at the front, as a thief would, with one CAS
+        // and no fence; the general path costs a SeqCst fence and the same
+        // CAS for the last item. (A job pushed and popped back around every
+        // light pipeline item pays this once an item.) If the CAS fails, a
+        // thief took index `f`, which was the last one: only we push, and
+        // `front` never passes `back`.
+        let words = self.buffer().read(f);
+        match self.inner.front.compare_exchange(
+            f,
+            f.wrapping_add(1),
+            Ordering::SeqCst,
+            Ordering::Relaxed,
+        ) {
+            // SAFETY: slot `f` holds the words of an item we pushed, and
+            // the CAS made that item ours, as in `steal_front`.
+            Ok(_) => Some(unsafe { T::from_words(words) }),
+            Err(_) => None,
+        }
+    }
+
+    /// `pop_back` took slot `b` and then saw thieves at `f >= b`: either
+    /// they took everything (`len < 0`) or slot `b` is the last item and
+    /// both sides may want it (`len == 0`).
+    #[cold]
+    fn pop_lost_race(&self, b: isize, f: isize, len: isize) -> Option<T> {
         if len < 0 {
             // A thief took the last one.
             self.inner.back.store(b.wrapping_add(1), Ordering::Relaxed);
             return None;
         }
         let words = self.buffer().read(b);
-        if len == 0 {
-            // The last item: thieves may want it too; claim it as they do.
-            let won = self
-                .inner
-                .front
-                .compare_exchange(f, f.wrapping_add(1), Ordering::SeqCst, Ordering::Relaxed)
-                .is_ok();
-            self.inner.back.store(b.wrapping_add(1), Ordering::Relaxed);
-            if !won {
-                return None;
-            }
-        }
-        // SAFETY: slot `b` holds the words of an item we pushed, and it is
-        // ours: thieves take only indices below `back`, and the last one
-        // only by the CAS we won.
-        Some(unsafe { T::from_words(words) })
+        // The last item: claim it as thieves do.
+        let won = self
+            .inner
+            .front
+            .compare_exchange(f, f.wrapping_add(1), Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok();
+        self.inner.back.store(b.wrapping_add(1), Ordering::Relaxed);
+        // SAFETY: slot `b` holds the words of an item we pushed, and the
+        // CAS we won made it ours.
+        won.then(|| unsafe { T::from_words(words) })
     }
 }
 
