@@ -32,6 +32,7 @@ pub(super) struct TopoOrder {
 
 impl TopoOrder {
     /// A new node, last in the order (it has no edges yet).
+    #[inline]
     pub(super) fn push(&mut self) {
         if !self.position.is_empty() {
             self.position.push(self.len as u32);
