@@ -328,6 +328,7 @@ impl<'a> Graph<'a> {
     /// other predecessors) completed. A duplicate edge is ignored. Refused:
     /// an edge that would close a cycle ([`GraphError::Cycle`], naming the
     /// nodes on it), an edge from a node to itself, a node of another graph.
+    #[inline]
     pub fn precede(&mut self, from: NodeId, to: NodeId) -> Result<(), GraphError> {
         let (a, b) = (self.check(from)?, self.check(to)?);
         if a == b {
