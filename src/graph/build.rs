@@ -5,8 +5,8 @@
 
 use super::error::GraphError;
 use super::node::{
-    BodySlot, DropFn, Edge, Links, NO_AFFINITY, NO_EDGE, NO_WORKER, Node, NodeId, NodeMeta,
-    RunShared, Subflow, edge_list,
+    BodySlot, DropFn, Edge, NO_AFFINITY, NO_EDGE, NO_WORKER, Node, NodeId, NodeMeta, RunShared,
+    Subflow, SuccessorList, edge_list,
 };
 use super::order;
 use super::spare;
@@ -41,8 +41,6 @@ use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 pub struct Graph<'a> {
     pub(super) id: u64,
     pub(super) nodes: Vec<Node<'a>>,
-    /// Each node's in-degree and successor list for the run (`Links`).
-    pub(super) links: Vec<Links>,
     /// Each node's predecessor count for the run (`pending.rs`).
     pub(super) pending: Vec<AtomicU32>,
     pub(super) meta: Vec<NodeMeta>,
@@ -87,7 +85,6 @@ impl Drop for Graph<'_> {
             unsafe { drop_body(self.nodes[i as usize].body.as_ptr()) };
         }
         spare::give(std::mem::take(&mut self.nodes));
-        spare::give_array(&spare::LINKS, std::mem::take(&mut self.links));
         spare::give_array(&spare::COUNTS, std::mem::take(&mut self.pending));
         spare::give_array(&spare::META, std::mem::take(&mut self.meta));
         spare::give_array(&spare::EDGES, std::mem::take(&mut self.edges));
@@ -116,7 +113,6 @@ impl<'a> Graph<'a> {
         Graph {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
             nodes: Vec::new(),
-            links: Vec::new(),
             pending: Vec::new(),
             meta: Vec::new(),
             edges: Vec::new(),
@@ -144,8 +140,6 @@ impl<'a> Graph<'a> {
             Some(kept) => g.nodes = kept,
             None => g.nodes.reserve_exact(nodes),
         }
-        g.links =
-            spare::take_array(&spare::LINKS, nodes).unwrap_or_else(|| Vec::with_capacity(nodes));
         g.pending =
             spare::take_array(&spare::COUNTS, nodes).unwrap_or_else(|| Vec::with_capacity(nodes));
         g.meta =
@@ -211,16 +205,17 @@ impl<'a> Graph<'a> {
             self.grow_nodes();
         }
         self.nodes.push(Node {
+            in_degree: 0,
             children: AtomicU32::new(0),
             affinity: NO_AFFINITY,
             dispatch: Dispatch::Spawn,
             priority: Priority::Normal,
             last_worker: AtomicU16::new(NO_WORKER),
+            successors: SuccessorList::default(),
             shared: NonNull::from(&*self.shared),
             call,
             body,
         });
-        self.links.push(Links::default());
         self.pending.push(AtomicU32::new(0));
         self.meta.push(NodeMeta {
             first_succ: NO_EDGE,
@@ -344,9 +339,9 @@ impl<'a> Graph<'a> {
         // here, and the compiler drops the bounds checks of every access
         // below (a tenth of an edge's instructions).
         let n = self.nodes.len();
-        let links = &mut self.links[..n];
+        let nodes = &mut self.nodes[..n];
         // Duplicate? Scan the shorter of the two lists.
-        let duplicate = if links[a].successors.len <= links[b].in_degree {
+        let duplicate = if nodes[a].successors.len <= nodes[b].in_degree {
             self.successors_of(a).any(|s| s == b as u32)
         } else {
             self.predecessors_of(b).any(|p| p == a as u32)
@@ -376,10 +371,10 @@ impl<'a> Graph<'a> {
             next_succ,
             next_pred,
         });
-        let links = &mut self.links[..n];
+        let nodes = &mut self.nodes[..n];
         // The run's successor list, in the order edges were added: inline
         // up to two, else made from the edge list before the next run.
-        let list = &mut links[a].successors;
+        let list = &mut nodes[a].successors;
         list.len += 1;
         match list.len {
             1 => {
@@ -390,7 +385,7 @@ impl<'a> Graph<'a> {
             3 => self.long_lists.push(a as u32),
             _ => {}
         }
-        links[b].in_degree += 1;
+        nodes[b].in_degree += 1;
         *self.pending[..n][b].get_mut() += 1;
         self.shape_dirty = true;
         Ok(())
@@ -521,7 +516,7 @@ impl<'a> Graph<'a> {
                 .extend(edge_list(&self.edges, first, |e| e.next_succ).map(|e| e.to));
             // Oldest edge first, as they were added.
             self.successor_pool[offset..].reverse();
-            self.links[a as usize].successors.inline = [offset as u32, 0];
+            self.nodes[a as usize].successors.inline = [offset as u32, 0];
         }
         self.trace_names.clear();
         if !self.names.is_empty() {

@@ -1,7 +1,7 @@
-//! A graph's storage as a run sees it: the nodes (48 bytes each, with
-//! their body inline when it is small) and their edges (`Links`), the
-//! builder's edge lists, the run state every node points at
-//! (`RunShared`), and the `Subflow` a body gets.
+//! A graph's storage as a run sees it: the nodes (one cache line each,
+//! with their body inline when it is small), the builder's edge lists, the
+//! run state every node points at (`RunShared`), and the `Subflow` a body
+//! gets.
 //!
 //! Bodies: a node's body is stored inside the node when it is small.
 //!
@@ -111,11 +111,15 @@ pub(super) unsafe fn drop_boxed<F>(at: *mut u8) {
 /// Marks a node without affinity.
 pub(super) const NO_AFFINITY: u32 = u32::MAX;
 
-/// What the scheduler touches of a node while a graph runs, bar its edges
-/// (`Links`): one per node, 48 bytes, in the graph's storage. (Names,
-/// predecessors and the builder's successor lists live apart, in
-/// `NodeMeta`: a run never reads them.)
+/// What the scheduler touches while a graph runs: one per node, one cache
+/// line each, in the graph's storage. (Names, predecessors and the
+/// builder's successor lists live apart, in `NodeMeta`: a run never reads
+/// them.)
+#[repr(align(64))]
 pub(crate) struct Node<'a> {
+    /// The number of distinct predecessors, which the node's count in the
+    /// run's pending array (`pending.rs`) equals between runs.
+    pub(super) in_degree: u32,
     /// The body plus the children it spawned that have not finished; only
     /// used once the body spawns.
     pub(super) children: AtomicU32,
@@ -127,24 +131,11 @@ pub(crate) struct Node<'a> {
     /// The worker that ran the node last (`NO_WORKER`: none yet), for
     /// affinity replay.
     pub(super) last_worker: AtomicU16,
+    pub(super) successors: SuccessorList,
     /// The graph's run state (in an `Arc`, so stable while nodes move).
     pub(super) shared: NonNull<RunShared>,
     pub(super) call: CallFn<'a>,
     pub(super) body: BodySlot,
-}
-
-/// A node's edges as a run reads them and `precede` writes them: its
-/// in-degree and its successor list, in an array of their own beside the
-/// nodes. Adding an edge touches these 16 bytes of its two ends, not
-/// their nodes: a graph built in two passes (every `add`, then every
-/// `precede`) no longer reads its node array back from memory in the
-/// second.
-#[derive(Clone, Copy, Default)]
-pub(super) struct Links {
-    /// The number of distinct predecessors, which the node's count in the
-    /// run's pending array (`pending.rs`) equals between runs.
-    pub(super) in_degree: u32,
-    pub(super) successors: SuccessorList,
 }
 
 /// A node's successors for the run: up to two inline (chains, trees and
@@ -156,9 +147,8 @@ pub(super) struct SuccessorList {
     pub(super) inline: [u32; 2],
 }
 
-// A run streams through both arrays: keep them dense.
-const _: () = assert!(std::mem::size_of::<Node<'static>>() == 48);
-const _: () = assert!(std::mem::size_of::<Links>() == 16);
+// One cache line per node: a run streams through them.
+const _: () = assert!(std::mem::size_of::<Node<'static>>() == 64);
 
 /// Marks a node no worker ran yet.
 pub(super) const NO_WORKER: u16 = u16::MAX;
@@ -214,8 +204,6 @@ pub(crate) struct RunShared {
     /// before the roots are routed, so every node sees them.
     pub(super) latch: AtomicPtr<CountLatch>,
     pub(super) nodes: AtomicPtr<Node<'static>>,
-    /// The nodes' edges (`Links`), one per node.
-    pub(super) links: AtomicPtr<Links>,
     pub(super) successor_pool: AtomicPtr<u32>,
     /// The nodes' predecessor counts, one per node (`pending.rs`).
     pub(super) pending: AtomicPtr<AtomicU32>,
@@ -243,7 +231,6 @@ impl RunShared {
             panic: Mutex::new(None),
             latch: AtomicPtr::new(ptr::null_mut()),
             nodes: AtomicPtr::new(ptr::null_mut()),
-            links: AtomicPtr::new(ptr::null_mut()),
             successor_pool: AtomicPtr::new(ptr::null_mut()),
             pending: AtomicPtr::new(ptr::null_mut()),
             names: AtomicPtr::new(ptr::null_mut()),

@@ -1,5 +1,5 @@
 //! The run's predecessor counts: one `u32` per node, in an array of their
-//! own, apart from the nodes and their links.
+//! own, apart from the 64-byte nodes.
 //!
 //! A finishing node decrements each successor's count. Kept in the nodes,
 //! that touched a successor's whole cache line long before the successor

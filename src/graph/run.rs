@@ -22,7 +22,7 @@
 
 use super::build::Graph;
 use super::error::GraphError;
-use super::node::{Links, NO_AFFINITY, NO_WORKER, Node, RunShared, Subflow};
+use super::node::{NO_AFFINITY, NO_WORKER, Node, RunShared, Subflow};
 use super::pending;
 use crate::observe::stats::Rule;
 use crate::platform::latch::CountLatch;
@@ -113,16 +113,14 @@ where
             }
         }
         if node.children.fetch_sub(1, Ordering::AcqRel) == 1 {
-            // SAFETY: the node is one of the running graph's.
-            let index = unsafe { index_of(shared, node) };
             let succ = if shared.replay() {
                 // SAFETY: the last unit of the node: it completes now, once.
-                unsafe { complete::<true>(node, index, shared, worker) }
+                unsafe { complete::<true>(node, shared, worker) }
             } else {
                 // SAFETY: as above.
-                unsafe { complete::<false>(node, index, shared, worker) }
+                unsafe { complete::<false>(node, shared, worker) }
             };
-            succ.map(|(succ, _)| Next {
+            succ.map(|succ| Next {
                 job: node_job(succ, shared.region()),
                 rule: Rule::Successor,
             })
@@ -194,16 +192,13 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
     // node of a run points at the same run state.
     // SAFETY: the run state outlives the graph's nodes.
     let shared = unsafe { node.shared.as_ref() };
-    // SAFETY: `node` is one of the running graph's nodes. (Further nodes
-    // of the chain come with their index.)
-    let index = unsafe { index_of(shared, node) };
     if shared.replay() {
         // SAFETY: as below.
-        unsafe { run_chain::<true>(node, index, shared, worker) }
+        unsafe { run_chain::<true>(node, shared, worker) }
     } else {
         // SAFETY: `node` is ready (its job was taken); `shared` is its
         // graph's run state.
-        unsafe { run_chain::<false>(node, index, shared, worker) }
+        unsafe { run_chain::<false>(node, shared, worker) }
     }
 }
 
@@ -217,17 +212,16 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
 #[inline(always)]
 unsafe fn run_chain<const REPLAY: bool>(
     mut node: &'static Node<'static>,
-    mut index: usize,
     shared: &RunShared,
     worker: &WorkerThread,
 ) -> Option<Next> {
     loop {
         // SAFETY: the caller's, then `complete`'s: it hands back a ready
         // node that nobody else will run.
-        match unsafe { run_node::<REPLAY>(node, index, shared, worker) } {
+        match unsafe { run_node::<REPLAY>(node, shared, worker) } {
             Some(next) => {
                 worker.count_task(Rule::Successor);
-                (node, index) = next;
+                node = next;
             }
             None => return None,
         }
@@ -253,13 +247,13 @@ fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Op
             .flatten();
         let next = if replay {
             // SAFETY: `node` is ready; this is its only execution in this run.
-            unsafe { run_node::<true>(node, index, shared, worker) }
+            unsafe { run_node::<true>(node, shared, worker) }
         } else {
             // SAFETY: as above.
-            unsafe { run_node::<false>(node, index, shared, worker) }
+            unsafe { run_node::<false>(node, shared, worker) }
         };
         match next {
-            Some((succ, _)) => {
+            Some(succ) => {
                 worker.count_task(Rule::Successor);
                 worker.trace_next_task(name, Rule::Successor);
                 node = succ;
@@ -276,24 +270,22 @@ fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Op
 
 /// Reset a ready node's count, run its body unless the run is cancelled,
 /// and complete it unless children still run. Returns the successor to run
-/// next here, if any, with its index.
+/// next here, if any.
 ///
 /// # Safety
 /// `node` is ready, and this is its only execution in this run; `shared`
-/// is the run state of its graph; `index` is the node's.
+/// is the run state of its graph.
 #[inline(always)]
 unsafe fn run_node<'a, const REPLAY: bool>(
     node: &'a Node<'a>,
-    index: usize,
     shared: &RunShared,
     worker: &WorkerThread,
-) -> Option<(&'a Node<'a>, usize)> {
-    // SAFETY: `index` is one of the running graph's nodes.
-    let in_degree = unsafe { links_of(shared, index) }.in_degree;
-    if pending::needs_reset(in_degree) {
+) -> Option<&'a Node<'a>> {
+    if pending::needs_reset(node.in_degree) {
         // Ready for the next run: nobody decrements it again in this one.
-        // SAFETY: as above.
-        unsafe { count_of(shared, index) }.store(in_degree, Ordering::Relaxed);
+        // SAFETY: the count array has an entry per node of the running
+        // graph, and `node` is one of them.
+        unsafe { count_of(shared, node) }.store(node.in_degree, Ordering::Relaxed);
     }
     if REPLAY {
         node.last_worker
@@ -321,11 +313,11 @@ unsafe fn run_node<'a, const REPLAY: bool>(
         return None;
     }
     // SAFETY: the node's body and children are done: it completes once.
-    unsafe { complete::<REPLAY>(node, index, shared, worker) }
+    unsafe { complete::<REPLAY>(node, shared, worker) }
 }
 
 /// How many nodes past itself, in the graph's storage, a finishing node
-/// asks for the lines of (its node's and its links'). A graph larger than the caches is walked along its
+/// asks for a line. A graph larger than the caches is walked along its
 /// storage (rule 2 keeps the nearest successor), and with the counts kept
 /// apart (`pending.rs`) a node's line is first touched when it runs: in a
 /// chain or along a grid's row, a few nodes ahead is where the walk goes
@@ -342,39 +334,31 @@ const PREFETCH_AHEAD: usize = 8;
 #[inline(always)]
 unsafe fn complete<'a, const REPLAY: bool>(
     node: &Node<'a>,
-    index: usize,
     shared: &RunShared,
     worker: &WorkerThread,
-) -> Option<(&'a Node<'a>, usize)> {
+) -> Option<&'a Node<'a>> {
     let replay = REPLAY;
     let base = shared
         .nodes
         .load(Ordering::Relaxed)
         .cast_const()
         .cast::<Node<'a>>();
-    let links = shared.links.load(Ordering::Relaxed).cast_const();
-    // SAFETY: `index` is a node of the running graph.
-    let own = unsafe { &*links.add(index) };
-    // Read in place, not from a copy of the list: the copy lives on the
-    // stack (its address is taken below), and a chain pays for the round
-    // trip on every node.
-    if !REPLAY && own.successors.len == 1 {
-        let next = own.successors.inline[0] as usize;
+    // Read from the node, not from a copy of its list: the list's copy
+    // lives on the stack (its address is taken below), and a chain pays
+    // for the round trip on every node.
+    if !REPLAY && node.successors.len == 1 {
         // SAFETY: successor indices are in bounds of the running graph.
-        let (succ, succ_links) = unsafe { (&*base.add(next), &*links.add(next)) };
+        let succ = unsafe { &*base.add(node.successors.inline[0] as usize) };
         // A chain link: our one successor waits for us alone and goes
         // nowhere in particular. Its count was never written (`pending.rs`)
-        // and it runs next, here (rule 2): its node, read for this test,
+        // and it runs next, here (rule 2): its line, read for this test,
         // is the one it runs from.
-        if succ_links.in_degree == 1
-            && succ.dispatch == Dispatch::Spawn
-            && succ.affinity == NO_AFFINITY
-        {
-            prefetch_ahead(node, own);
-            return Some((succ, next));
+        if succ.in_degree == 1 && succ.dispatch == Dispatch::Spawn && succ.affinity == NO_AFFINITY {
+            prefetch_for_write(ptr::from_ref(node).wrapping_add(PREFETCH_AHEAD));
+            return Some(succ);
         }
     }
-    let list = own.successors;
+    let list = node.successors;
     if list.len == 0 {
         let latch = shared.latch.load(Ordering::Relaxed);
         // SAFETY: the latch lives on the caller's frame until its count,
@@ -394,7 +378,8 @@ unsafe fn complete<'a, const REPLAY: bool>(
                 .add(list.inline[0] as usize)
         }
     };
-    prefetch_ahead(node, own);
+    // A hint only: the address may lie past the array (never read).
+    prefetch_for_write(ptr::from_ref(node).wrapping_add(PREFETCH_AHEAD));
     let counts = shared.pending.load(Ordering::Relaxed).cast_const();
     let here = worker.index();
     let exclusive = shared.exclusive.load(Ordering::Relaxed);
@@ -420,13 +405,13 @@ unsafe fn complete<'a, const REPLAY: bool>(
         // first children) whatever order the edges were added in.
         let (job, dispatch, affinity) = match (local, next) {
             (true, None) => {
-                next = Some((succ, index));
+                next = Some(succ);
                 continue;
             }
             // The one not kept goes where its placement says: a local
             // node may still have affinity for this worker (its mailbox).
-            (true, Some((kept, _))) if distance(node, succ) < distance(node, kept) => {
-                next = Some((succ, index));
+            (true, Some(kept)) if distance(node, succ) < distance(node, kept) => {
+                next = Some(succ);
                 (kept, kept.dispatch, preferred_worker(kept, replay))
             }
             (true, Some(_)) => (succ, succ.dispatch, affinity),
@@ -453,32 +438,19 @@ unsafe fn index_of(shared: &RunShared, node: &Node<'_>) -> usize {
     }
 }
 
-/// Node `index`'s predecessor count.
+/// `node`'s predecessor count.
 ///
 /// # Safety
-/// As for `links_of`.
+/// As for `index_of`.
 #[inline(always)]
-unsafe fn count_of(shared: &RunShared, index: usize) -> &AtomicU32 {
+unsafe fn count_of<'s>(shared: &'s RunShared, node: &Node<'_>) -> &'s AtomicU32 {
     // SAFETY: the caller's; the count array has an entry per node.
-    unsafe { &*shared.pending.load(Ordering::Relaxed).add(index) }
-}
-
-/// Node `index`'s edges.
-///
-/// # Safety
-/// `index` is a node of the graph whose run `shared` describes.
-#[inline(always)]
-unsafe fn links_of(shared: &RunShared, index: usize) -> &Links {
-    // SAFETY: the caller's; the links array has an entry per node.
-    unsafe { &*shared.links.load(Ordering::Relaxed).add(index) }
-}
-
-/// Ask for the node and the links `PREFETCH_AHEAD` places past these.
-/// A hint only: the addresses may lie past the arrays (never read).
-#[inline(always)]
-fn prefetch_ahead(node: &Node<'_>, links: &Links) {
-    prefetch_for_write(ptr::from_ref(node).wrapping_add(PREFETCH_AHEAD));
-    prefetch_for_write(ptr::from_ref(links).wrapping_add(PREFETCH_AHEAD));
+    unsafe {
+        &*shared
+            .pending
+            .load(Ordering::Relaxed)
+            .add(index_of(shared, node))
+    }
 }
 
 /// How far apart two nodes of one graph lie in memory, in bytes.
@@ -511,9 +483,6 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
     shared
         .nodes
         .store(graph.nodes.as_ptr().cast_mut().cast(), Ordering::Relaxed);
-    shared
-        .links
-        .store(graph.links.as_ptr().cast_mut(), Ordering::Relaxed);
     shared
         .successor_pool
         .store(graph.successor_pool.as_ptr().cast_mut(), Ordering::Relaxed);
