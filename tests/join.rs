@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::pool;
+use common::{fib_join as fib, pool};
 use sixfold::{Pool, join};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -40,14 +40,6 @@ unsafe impl GlobalAlloc for CountingAllocator {
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
-
-fn fib(n: u64) -> u64 {
-    if n < 2 {
-        return n;
-    }
-    let (a, b) = join(|| fib(n - 1), || fib(n - 2));
-    a + b
-}
 
 #[test]
 fn join_returns_both_results_in_a_pool_and_outside() {

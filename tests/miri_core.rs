@@ -7,6 +7,9 @@
 //! with a look-ahead; the trace records (each worker's buffer, reached
 //! through a pointer it keeps). They run as ordinary tests too.
 
+mod common;
+
+use common::fib_join;
 use sixfold::{Context, Pool, Task, TaskRef};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -696,14 +699,7 @@ fn continuation_children_in_and_out_of_the_reserve_are_dropped_once() {
 #[test]
 fn traced_joins_and_a_named_chain_leave_one_record_each() {
     let pool = Pool::builder().num_threads(2).trace(true).build().unwrap();
-    fn fib(n: u64) -> u64 {
-        if n < 2 {
-            return n;
-        }
-        let (a, b) = sixfold::join(|| fib(n - 1), || fib(n - 2));
-        a + b
-    }
-    assert_eq!(pool.install(|| fib(6)), 8);
+    assert_eq!(pool.install(|| fib_join(6)), 8);
     let ran = AtomicUsize::new(0);
     let mut g = sixfold::Graph::new();
     let ids: Vec<_> = (0..5)

@@ -1,6 +1,9 @@
 //! Execution traces: one record per task with sane times, written as
 //! Chrome trace-event JSON that parses, and agreeing with `stats()`.
 
+mod common;
+
+use common::fib_join;
 use serde_json::Value;
 use sixfold::{Graph, Pool, Rule};
 use std::collections::BTreeMap;
@@ -121,15 +124,8 @@ fn a_traced_graph_run_writes_one_event_per_task() {
 #[test]
 fn joins_and_sleeps_are_traced_and_off_means_empty() {
     let pool = Pool::builder().num_threads(2).trace(true).build().unwrap();
-    fn fib(n: u64) -> u64 {
-        if n < 2 {
-            return n;
-        }
-        let (a, b) = sixfold::join(|| fib(n - 1), || fib(n - 2));
-        a + b
-    }
     let before = pool.stats();
-    assert_eq!(pool.install(|| fib(12)), 144);
+    assert_eq!(pool.install(|| fib_join(12)), 144);
     // Let the workers fall asleep, then wake them: a sleep is recorded
     // when it ends. Waiting for them to be asleep, not 50 ms: on a loaded
     // machine they had not got there yet, and nothing slept. (A worker
@@ -170,7 +166,7 @@ fn joins_and_sleeps_are_traced_and_off_means_empty() {
     }
 
     let untraced = Pool::builder().num_threads(2).build().unwrap();
-    untraced.install(|| fib(10));
+    untraced.install(|| fib_join(10));
     let empty = untraced.take_trace();
     assert!(empty.tasks.is_empty() && empty.sleeps.is_empty());
 }

@@ -112,3 +112,12 @@ pub fn mix(seed: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
+
+/// Fibonacci by `sixfold::join`: the fork-join the tests run most.
+pub fn fib_join(n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = sixfold::join(|| fib_join(n - 1), || fib_join(n - 2));
+    a + b
+}
