@@ -337,7 +337,6 @@ unsafe fn complete<'a, const REPLAY: bool>(
     shared: &RunShared,
     worker: &WorkerThread,
 ) -> Option<&'a Node<'a>> {
-    let replay = REPLAY;
     let base = shared
         .nodes
         .load(Ordering::Relaxed)
@@ -397,7 +396,7 @@ unsafe fn complete<'a, const REPLAY: bool>(
         // Ready: the first touch of its node in this run.
         // SAFETY: as above.
         let succ = unsafe { &*base.add(index) };
-        let affinity = preferred_worker(succ, replay);
+        let affinity = preferred_worker(succ, REPLAY);
         let local = succ.dispatch == Dispatch::Spawn && affinity.is_none_or(|a| a == here);
         // Rule 2 keeps the local successor nearest to this node in the
         // graph's storage, the rest go to the deque: the walk follows the
@@ -412,7 +411,7 @@ unsafe fn complete<'a, const REPLAY: bool>(
             // node may still have affinity for this worker (its mailbox).
             (true, Some(kept)) if distance(node, succ) < distance(node, kept) => {
                 next = Some(succ);
-                (kept, kept.dispatch, preferred_worker(kept, replay))
+                (kept, kept.dispatch, preferred_worker(kept, REPLAY))
             }
             (true, Some(_)) => (succ, succ.dispatch, affinity),
             (false, _) => (succ, succ.dispatch, affinity),

@@ -123,6 +123,15 @@ impl RecordBatch {
         self.tasks.push(RawTask { start, end, rule });
     }
 
+    /// The last `open` records, whose end was not read yet, end at `now`.
+    #[inline]
+    pub(crate) fn end_open(&mut self, open: usize, now: u64) {
+        let len = self.tasks.len();
+        for record in &mut self.tasks[len - open..] {
+            record.end = now;
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.tasks.len()
     }

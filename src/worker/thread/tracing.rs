@@ -85,13 +85,7 @@ impl WorkerThread {
         let now = self.registry.trace_now();
         let full = {
             let mut batch = self.trace.batch.borrow_mut();
-            let open = self.trace.open_ends.replace(0);
-            if open > 0 {
-                let len = batch.len();
-                for record in &mut batch.tasks[len - open..] {
-                    record.end = now;
-                }
-            }
+            batch.end_open(self.trace.open_ends.replace(0), now);
             if let Some((start, ended)) = self.trace.running.get() {
                 // A name set by a task that ended without a record of its
                 // own does not carry over.
@@ -127,11 +121,7 @@ impl WorkerThread {
         let now = self.registry.trace_now();
         let open = self.trace.open_ends.replace(0);
         if open > 0 {
-            let mut batch = self.trace.batch.borrow_mut();
-            let len = batch.len();
-            for record in &mut batch.tasks[len - open..] {
-                record.end = now;
-            }
+            self.trace.batch.borrow_mut().end_open(open, now);
         }
         now
     }
