@@ -19,8 +19,8 @@ mod common;
 use sixfold::{Graph, Pool, TaskRef};
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Small, seedable, good enough to pick shapes.
@@ -74,6 +74,56 @@ const PANIC: &str = "soak: intentional";
 static OPS_BY_KIND: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
 static TASKS: AtomicUsize = AtomicUsize::new(0);
 static PANICS: AtomicUsize = AtomicUsize::new(0);
+
+/// What the current round is doing, for the watchdog's message: a hang
+/// must say which operation stopped, on which pools, and which of its
+/// tasks never ran, or it cannot be chased from a CI log.
+struct Progress {
+    step: String,
+    pools: Option<(Arc<Pool>, Arc<Pool>)>,
+    ledger: Option<Arc<Ledger>>,
+}
+
+static PROGRESS: Mutex<Progress> = Mutex::new(Progress {
+    step: String::new(),
+    pools: None,
+    ledger: None,
+});
+
+fn progress() -> std::sync::MutexGuard<'static, Progress> {
+    // A panicking round poisons nothing we need: the record is plain data.
+    PROGRESS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn set_step(step: String) {
+    progress().step = step;
+}
+
+/// The watchdog's report on a hung round: the step, both pools' counters
+/// and sleepers, and the ids handed out that have not run.
+fn hang_report() -> String {
+    let p = progress();
+    let mut report = format!("stopped at: {}", p.step);
+    if let Some((a, b)) = &p.pools {
+        report += &format!(
+            "\npool A: {} workers, {} asleep\n{}\npool B: {} workers, {} asleep\n{}",
+            a.num_workers(),
+            a.sleeping_workers(),
+            a.stats(),
+            b.num_workers(),
+            b.sleeping_workers(),
+            b.stats()
+        );
+    }
+    if let Some(ledger) = &p.ledger {
+        let handed_out = ledger.next.load(Ordering::Relaxed).min(ledger.runs.len());
+        let not_run: Vec<usize> = (0..handed_out)
+            .filter(|&id| ledger.count(id) == 0)
+            .collect();
+        report += &format!("\ntask ids not run (of {handed_out}): {not_run:?}");
+    }
+    report
+}
 
 fn payload_is_ours(payload: &(dyn Any + Send)) -> bool {
     payload
@@ -556,15 +606,41 @@ fn op_cross_pool(rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>, panics: boo
 }
 
 fn round(seed: u64) {
+    set_step(format!("seed {seed}: building the pools"));
     let mut rng = Rng(seed | 1);
     let pools = Pools::new(&mut rng);
     let ledger = Arc::new(Ledger::new(4096));
+    {
+        let mut p = progress();
+        p.pools = Some((pools.a.clone(), pools.b.clone()));
+        p.ledger = Some(ledger.clone());
+    }
+    const KINDS: [&str; 8] = [
+        "static",
+        "join",
+        "scope",
+        "scope_fifo",
+        "task DAG",
+        "graph",
+        "pipeline",
+        "cross-pool",
+    ];
     let mut outcomes = Vec::new();
-    for _ in 0..(4 + rng.below(12)) {
+    let ops = 4 + rng.below(12);
+    for i in 0..ops {
         let op = rng.below(8);
+        set_step(format!(
+            "seed {seed}, operation {i} of {ops}: {} (ids from {})",
+            KINDS[op],
+            ledger.next.load(Ordering::Relaxed)
+        ));
         outcomes.push(run_op(op, &mut rng, &pools, &ledger));
     }
+    set_step(format!(
+        "seed {seed}: pool A's wait_idle after {ops} operations"
+    ));
     pools.a.wait_idle();
+    set_step(format!("seed {seed}: the checks and the pools' drop"));
     TASKS.fetch_add(ledger.next.load(Ordering::Relaxed), Ordering::Relaxed);
     let mut handled = 0;
     for outcome in &outcomes {
@@ -590,6 +666,11 @@ fn round(seed: u64) {
         handled,
         "'static panics handed to the handler"
     );
+    // Let the pools drop with the round, as a user's would.
+    let mut p = progress();
+    p.pools = None;
+    p.ledger = None;
+    p.step = format!("seed {seed}: dropping the pools");
 }
 
 #[test]
@@ -607,7 +688,12 @@ fn random_mixtures_of_every_entry_point_lose_nothing_and_never_hang() {
     for r in 0..rounds {
         let seed = first_seed + r;
         common::finishes_within(Duration::from_secs(60), move || round(seed)).unwrap_or_else(
-            |()| panic!("soak round with SIXFOLD_SOAK_SEED={seed} hung (60 s watchdog)"),
+            |()| {
+                panic!(
+                    "soak round with SIXFOLD_SOAK_SEED={seed} hung (60 s watchdog)\n{}",
+                    hang_report()
+                )
+            },
         );
     }
     let ops: Vec<usize> = OPS_BY_KIND
