@@ -19,7 +19,7 @@ mod common;
 use sixfold::{Graph, Pool, TaskRef};
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -74,6 +74,22 @@ const PANIC: &str = "soak: intentional";
 static OPS_BY_KIND: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
 static TASKS: AtomicUsize = AtomicUsize::new(0);
 static PANICS: AtomicUsize = AtomicUsize::new(0);
+
+/// Where the rounds' time went, in nanoseconds: building the pools, each
+/// kind of operation (as `OPS_BY_KIND`), pool A's `wait_idle`, dropping the
+/// pools. On a busy machine this says whether a slow round is spent in
+/// sixfold's operations or in starting and stopping threads.
+static PHASE_NANOS: [AtomicU64; 11] = [const { AtomicU64::new(0) }; 11];
+const PHASE_BUILD: usize = 0;
+const PHASE_WAIT_IDLE: usize = 9;
+const PHASE_DROP: usize = 10;
+
+fn timed<R>(phase: usize, f: impl FnOnce() -> R) -> R {
+    let start = Instant::now();
+    let result = f();
+    PHASE_NANOS[phase].fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    result
+}
 
 /// What the current round is doing, for the watchdog's message: a hang
 /// must say which operation stopped, on which pools, and which of its
@@ -608,7 +624,7 @@ fn op_cross_pool(rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>, panics: boo
 fn round(seed: u64) {
     set_step(format!("seed {seed}: building the pools"));
     let mut rng = Rng(seed | 1);
-    let pools = Pools::new(&mut rng);
+    let pools = timed(PHASE_BUILD, || Pools::new(&mut rng));
     let ledger = Arc::new(Ledger::new(4096));
     {
         let mut p = progress();
@@ -634,12 +650,12 @@ fn round(seed: u64) {
             KINDS[op],
             ledger.next.load(Ordering::Relaxed)
         ));
-        outcomes.push(run_op(op, &mut rng, &pools, &ledger));
+        outcomes.push(timed(1 + op, || run_op(op, &mut rng, &pools, &ledger)));
     }
     set_step(format!(
         "seed {seed}: pool A's wait_idle after {ops} operations"
     ));
-    pools.a.wait_idle();
+    timed(PHASE_WAIT_IDLE, || pools.a.wait_idle());
     set_step(format!("seed {seed}: the checks and the pools' drop"));
     TASKS.fetch_add(ledger.next.load(Ordering::Relaxed), Ordering::Relaxed);
     let mut handled = 0;
@@ -667,10 +683,13 @@ fn round(seed: u64) {
         "'static panics handed to the handler"
     );
     // Let the pools drop with the round, as a user's would.
-    let mut p = progress();
-    p.pools = None;
-    p.ledger = None;
-    p.step = format!("seed {seed}: dropping the pools");
+    {
+        let mut p = progress();
+        p.pools = None;
+        p.ledger = None;
+        p.step = format!("seed {seed}: dropping the pools");
+    }
+    timed(PHASE_DROP, || drop(pools));
 }
 
 #[test]
@@ -700,9 +719,14 @@ fn random_mixtures_of_every_entry_point_lose_nothing_and_never_hang() {
         .iter()
         .map(|c| c.load(Ordering::Relaxed))
         .collect();
+    let phase_ms: Vec<u64> = PHASE_NANOS
+        .iter()
+        .map(|t| t.load(Ordering::Relaxed) / 1_000_000)
+        .collect();
     eprintln!(
         "soak: {rounds} rounds in {:.1} s: {} tasks checked, {} operations with a panic; \
-         operations static/join/scope/scope_fifo/run/graph/pipeline/cross-pool = {ops:?}",
+         operations static/join/scope/scope_fifo/run/graph/pipeline/cross-pool = {ops:?}; \
+         ms in build pools/those operations/wait_idle/drop pools = {phase_ms:?}",
         start.elapsed().as_secs_f64(),
         TASKS.load(Ordering::Relaxed),
         PANICS.load(Ordering::Relaxed),
