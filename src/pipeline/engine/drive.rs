@@ -69,6 +69,12 @@ impl<'a> Engine<'a> {
         let mut counted = true;
         // How the front item came to us, for the count of its first step.
         let mut came_by = Rule::OwnDeque;
+        // Steps in a row that found a gate closed: each marks a different
+        // item waiting (a waiting item is only tried again as the front,
+        // which is forced), so there are never more than the chain's items
+        // before something moves. The loop cannot spin.
+        #[cfg(debug_assertions)]
+        let mut closed_in_a_row = 0usize;
         while let Some(front) = self.front(&chain) {
             let state = front.state();
             if state.stage.get() == 0 {
@@ -99,9 +105,11 @@ impl<'a> Engine<'a> {
             let (current, mut before) = self.runnable_behind(front).unwrap_or((front, None));
             // Nothing else to do: the front must go in, or park.
             let force = state.waiting.get() && before.is_none();
-            // An item behind the waiting front cannot have its turn at the
-            // front's gate before the front: no need to read the turn word
-            // (a cache miss whenever another worker took or left the gate).
+            // An item behind the waiting front rarely has its turn at the
+            // front's gate before the front (only one an any-order gate
+            // handed in out of order can): it waits there without reading
+            // the turn word (a cache miss whenever another worker took or
+            // left the gate), and enters once it is the front.
             let blocked_at = if before.is_some() {
                 state.stage.get()
             } else {
@@ -124,6 +132,18 @@ impl<'a> Engine<'a> {
                 let step = unsafe {
                     self.step(current, &mut before, &mut chain, worker, force, blocked_at)
                 };
+                #[cfg(debug_assertions)]
+                {
+                    closed_in_a_row = if matches!(step, Step::Wait) {
+                        closed_in_a_row + 1
+                    } else {
+                        0
+                    };
+                    debug_assert!(
+                        closed_in_a_row <= self.view.count,
+                        "a chain's loop tried closed gates {closed_in_a_row} times in a row"
+                    );
+                }
                 match step {
                     Step::Same | Step::Wait => {}
                     Step::Gone => self.unlink(&mut chain, before, current.index(), behind, None),

@@ -3,8 +3,9 @@
 //!
 //! A run has `tokens` slots. A slot is a token plus room for one item. A
 //! *job* (a `JobRef` to its first slot) owns a *chain* of slots, linked
-//! through the slots: items it carries, in source order, then free tokens.
-//! It works on the front slot:
+//! through the slots: items it carries (in source order, but for items an
+//! any-order gate handed over), then free tokens. It works on the front
+//! slot:
 //!
 //! 1. an item goes on to its next stage on this worker (rule 1, item
 //!    affinity, as oneTBB does). A parallel stage just runs; a serial stage
@@ -73,9 +74,12 @@
 //! gate or a job queue, which is how ownership passes): code reaches a
 //! slot's state only through `Owned`, made at those hand-over points. The
 //! state is made of cells, as the owner often holds two references to one
-//! slot. In a chain, items come before free tokens, and items are in
-//! source order. At most `tokens` items are in flight. Every token ends
-//! its run by releasing its unit exactly once.
+//! slot. In a chain, items come before free tokens. At most `tokens`
+//! items are in flight. Every token ends its run by releasing its unit
+//! exactly once. A job makes progress on every pass of its loop: an item
+//! behind a waiting front is tried at a closed in-order gate once, then
+//! passed over until it is the front, and the front, with nothing left to
+//! run behind it, enters its gate or parks there.
 
 mod alone;
 mod chain;

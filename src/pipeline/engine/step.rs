@@ -84,7 +84,12 @@ impl<'a> Engine<'a> {
             self.drop_input(index, slot);
         }
         let last = index + 1 == self.stages.len();
-        match self.gate(index) {
+        let gate = self.gate(index);
+        // Only an item that found an in-order gate closed waits, at that
+        // gate: a flag left over from an earlier stage would make the chain's
+        // loop pass the item over (`runnable_behind`).
+        debug_assert!(!state.waiting.get() || matches!(gate, Gate::InOrder(_)));
+        match gate {
             Gate::Parallel => {
                 if state.has_item.get() {
                     // SAFETY: the chain is ours, `slot` in it behind `before`.
@@ -168,6 +173,9 @@ impl<'a> Engine<'a> {
             }
         }
         state.stage.set(state.stage.get() + 1);
+        // It passed: whatever gate it once waited at (an item let in by a
+        // hand-over or a reservation skips the code that clears it above).
+        state.waiting.set(false);
         if last {
             self.complete_item(slot);
             return Step::Completed;
@@ -182,6 +190,14 @@ impl<'a> Engine<'a> {
     /// up to the gate first, and the front tries it when nothing else is
     /// left, so the gate's word is tried once a batch rather than once an
     /// item (each read of it, written by another worker, is a cache miss).
+    ///
+    /// An item behind that already found its own in-order gate closed
+    /// (`waiting`) is passed over: it is tried again only as the front,
+    /// where it is forced to enter or park. Picking it again would retry
+    /// the same closed gate forever when the item whose turn comes first
+    /// sits further back in this chain (an any-order gate hands its next
+    /// item in right behind the one that finished, so a chain need not be
+    /// in source order), and nothing behind it, nor the front, would run.
     pub(super) fn runnable_behind<'e>(
         &'e self,
         front: Owned<'e>,
@@ -196,7 +212,7 @@ impl<'a> Engine<'a> {
             if stage == 0 {
                 return None;
             }
-            if stage < waits_at.stage.get() {
+            if stage < waits_at.stage.get() && !slot.state().waiting.get() {
                 return Some((slot, Some(prev)));
             }
             prev = slot;
