@@ -358,3 +358,67 @@ fn isolated_regions_run_everything_they_spawn_on_one_worker() {
     });
     assert_eq!(total, 2 + 3 + 2 + 2);
 }
+
+/// Enqueued work while worker 0 sleeps in an isolated wait: a new task
+/// wakes the first sleeper, which is worker 0, and worker 0 may not take
+/// it. It must hand the task on for every new post, not only the first
+/// time it searches: here the second task is the one that ends the wait,
+/// and with a single hand-on per search it stayed in the queue with every
+/// worker asleep.
+#[test]
+fn an_isolated_wait_hands_on_every_enqueued_task_it_may_not_take() {
+    let pool = Arc::new(Pool::builder().num_threads(3).build().unwrap());
+    let thief = Arc::new(AtomicUsize::new(usize::MAX));
+    let release = Arc::new(AtomicBool::new(false));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    {
+        let (thief, release) = (thief.clone(), release.clone());
+        pool.spawn_on(0, move || {
+            isolate(|| {
+                join(
+                    // Worker 0 waits in the join once a thief runs the
+                    // second half, which holds until the release.
+                    || {
+                        poll_until("a thief", Duration::from_secs(20), || {
+                            thief.load(Ordering::SeqCst) != usize::MAX
+                        })
+                    },
+                    || {
+                        thief.store(sixfold::current_worker().unwrap(), Ordering::SeqCst);
+                        poll_until("the release", Duration::from_secs(60), || {
+                            release.load(Ordering::SeqCst)
+                        });
+                    },
+                )
+            });
+            done_tx.send(()).unwrap();
+        })
+        .unwrap();
+    }
+    poll_until("a thief", Duration::from_secs(20), || {
+        thief.load(Ordering::SeqCst) != usize::MAX
+    });
+    assert_ne!(
+        thief.load(Ordering::SeqCst),
+        0,
+        "worker 0 runs the first half"
+    );
+    // Worker 0 (in the isolated wait) and the third worker asleep.
+    let both_asleep = || pool.sleeping_workers() == 2;
+    poll_until("two sleepers", Duration::from_secs(20), both_asleep);
+    let first = Arc::new(AtomicBool::new(false));
+    let f = first.clone();
+    pool.enqueue(move || f.store(true, Ordering::SeqCst));
+    poll_until("the first enqueued task", Duration::from_secs(20), || {
+        first.load(Ordering::SeqCst)
+    });
+    poll_until("two sleepers again", Duration::from_secs(20), both_asleep);
+    let r = release.clone();
+    pool.enqueue(move || r.store(true, Ordering::SeqCst));
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(20)).is_ok(),
+        "the second enqueued task never ran: every worker asleep, the \
+         isolated wait ({} asleep now)",
+        pool.sleeping_workers()
+    );
+}

@@ -504,9 +504,17 @@ impl Sleep {
         }
     }
 
+    /// The jobs event counter now: it moves when work is posted while a
+    /// thread is sleepy, or when a thread gets sleepy after work was
+    /// posted, and not when sleepers are woken to hand work on.
+    pub(crate) fn jobs_event_counter(&self) -> JobsEventCounter {
+        self.counters.load().jobs_counter()
+    }
+
     /// Wake every sleeper: a nested wait saw enqueued work it may not take
-    /// (see `worker::WaitAccess`) and hands it on. Rare, and bounded: each
-    /// such wait does it at most once per search.
+    /// (see `worker::WaitAccess`) and hands it on. Rare, and bounded: a
+    /// wait does it at most once for each value of the jobs event counter,
+    /// so waits that cannot take the work stop waking each other.
     #[cold]
     pub(crate) fn wake_sleepers(&self) {
         if self.counters.load().sleeping_threads() > 0 {

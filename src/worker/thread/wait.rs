@@ -177,7 +177,8 @@ impl WorkerThread {
         if !isolated {
             mailbox.set_idle();
         }
-        let mut passed_on = false;
+        // The jobs event counter when this wait last handed work on.
+        let mut passed_on_at = None;
         // After a loop share: search on, yielding, for `LOOP_LINGER` before
         // the sleep rounds start (the next step of an iterated loop sends
         // the next share within microseconds; waking from a real sleep
@@ -194,11 +195,18 @@ impl WorkerThread {
                 return;
             }
             // Work this wait may not take: the wake that announced it may
-            // have come here. Hand it on, once per search, to every
-            // sleeper: one of them may be the waiter that needs it.
-            if !passed_on && self.sees_work_it_may_not_take(access) {
-                passed_on = true;
-                sleep.wake_sleepers();
+            // have come here. Hand it on to every sleeper: one of them may
+            // be the worker that can take it. Again after each new post (a
+            // wake goes to the first sleeper, which may be this wait every
+            // time; handing on once per search left later work with
+            // everyone asleep), but not again for the same posts, or two
+            // waits that may not take it would wake each other forever.
+            if self.sees_work_it_may_not_take(access) {
+                let now = sleep.jobs_event_counter();
+                if passed_on_at != Some(now) {
+                    passed_on_at = Some(now);
+                    sleep.wake_sleepers();
+                }
             }
             if linger_until.is_some_and(|until| std::time::Instant::now() < until) {
                 std::thread::yield_now();
