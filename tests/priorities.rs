@@ -133,3 +133,57 @@ fn a_graph_node_carries_its_priority() {
         "{log:?}"
     );
 }
+
+/// A task that enqueues itself again and again on one worker must not
+/// keep a task enqueued from elsewhere waiting: each pop starts one lane
+/// further. Worker 1 is held, so worker 0 is the only one taking enqueued
+/// tasks; its re-enqueued task goes to its own lane, the other tasks come
+/// from two new threads outside the pool (so from both lanes, whichever
+/// the first took). Before, worker 0 always scanned its own lane first,
+/// found the re-enqueued task there every time, and the others ran only
+/// once worker 1 was free.
+#[test]
+fn a_task_that_keeps_re_enqueueing_itself_does_not_starve_other_lanes() {
+    let pool = Arc::new(Pool::builder().num_threads(2).build().unwrap());
+    let others_done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let held = Arc::new(AtomicBool::new(false));
+    {
+        let (done, held) = (others_done.clone(), held.clone());
+        pool.spawn_on(1, move || {
+            held.store(true, Ordering::SeqCst);
+            // Held until both other tasks ran (or long past the point).
+            common::wait_for(Duration::from_secs(30), || done.load(Ordering::SeqCst) == 2);
+        })
+        .unwrap();
+    }
+    common::poll_until("worker 1 held", Duration::from_secs(20), || {
+        held.load(Ordering::SeqCst)
+    });
+    fn again(pool: Arc<Pool>, done: Arc<std::sync::atomic::AtomicUsize>, rounds: u64) {
+        if done.load(Ordering::SeqCst) == 2 || rounds > 50_000_000 {
+            return;
+        }
+        let p = pool.clone();
+        pool.enqueue(move || again(p, done, rounds + 1));
+    }
+    {
+        let (p, d) = (pool.clone(), others_done.clone());
+        pool.spawn_on(0, move || again(p, d, 0)).unwrap();
+    }
+    for _ in 0..2 {
+        let (p, d) = (pool.clone(), others_done.clone());
+        std::thread::spawn(move || {
+            p.enqueue(move || {
+                d.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .join()
+        .unwrap();
+    }
+    common::poll_until(
+        "both tasks enqueued from outside, while worker 1 is held",
+        Duration::from_secs(20),
+        || others_done.load(Ordering::SeqCst) == 2,
+    );
+    pool.wait_idle();
+}

@@ -5,7 +5,9 @@
 //! pushing allocates nothing in steady state). There is one lane per worker slot. A thread
 //! always pushes into its own *home lane*: worker `i` into lane `i`, and a
 //! thread outside the pool into a lane picked once per thread, round robin.
-//! A worker pops from its home lane first, then from the others in order.
+//! A worker starts each pop at the lane after the one its previous pop
+//! started at (its home lane first), then tries the others in order: no
+//! lane waits behind another that is never empty.
 //!
 //! Two more lanes sit beside them, because not every wait may take every
 //! enqueued task (`worker::WaitAccess`):
@@ -199,11 +201,11 @@ impl<W: Runner> SharedQueue<W> {
     }
 
     /// Pop approximately the oldest task, for a wait that may take any:
-    /// an entry first (a thread is blocked on it), else the front of the
-    /// home lane, else the front of the next non-empty lane.
+    /// an entry first (a thread is blocked on it), else the front of lane
+    /// `start`, else the front of the next non-empty lane.
     #[inline]
-    pub(crate) fn pop(&self, worker: usize) -> Option<JobRef<W>> {
-        self.pop_entry().or_else(|| self.pop_lanes(worker))
+    pub(crate) fn pop(&self, start: usize) -> Option<JobRef<W>> {
+        self.pop_entry().or_else(|| self.pop_lanes(start))
     }
 
     /// The oldest entry, or job of an isolated region, whatever its region.
@@ -217,9 +219,13 @@ impl<W: Runner> SharedQueue<W> {
 
     /// For a worker at its outermost level: the oldest task kept apart for
     /// a nested wait (that wait's thread is blocked on it), else the front
-    /// of the home lane, else of the next non-empty lane.
+    /// of lane `start`, else of the next non-empty lane. Callers move
+    /// `start` on with every pop: starting at one home lane each time, a
+    /// worker whose tasks re-enqueue themselves there never reached the
+    /// other lanes, and a task enqueued from elsewhere waited as long as
+    /// that went on (an enqueue must run eventually).
     #[inline]
-    pub(crate) fn pop_lanes(&self, worker: usize) -> Option<JobRef<W>> {
+    pub(crate) fn pop_lanes(&self, start: usize) -> Option<JobRef<W>> {
         if let Some(job) = self.kept_apart.pop_any() {
             return Some(job);
         }
@@ -227,9 +233,9 @@ impl<W: Runner> SharedQueue<W> {
             return Some(job);
         }
         let n = self.lanes.len();
-        let home = worker % n;
+        let first = start % n;
         (0..n)
-            .find_map(|k| self.lanes[(home + k) % n].pop())
+            .find_map(|k| self.lanes[(first + k) % n].pop())
             .or_else(|| self.pop_prioritized(&self.low))
     }
 

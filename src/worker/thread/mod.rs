@@ -163,6 +163,10 @@ pub(crate) struct WorkerThread {
     lent: *const LentSlot<JobRef>,
     /// Waits on this thread's stack right now (0 in no wait).
     wait_depth: Cell<u32>,
+    /// Pops from the enqueue lanes so far: each pop starts its scan one
+    /// lane further (`SharedQueue::pop_lanes`), so no lane waits behind
+    /// another that its worker keeps refilling.
+    lane_turn: Cell<usize>,
     /// This worker ran a share of a parallel loop and found nothing else:
     /// it keeps searching a while before the sleep rounds
     /// (`search_or_sleep`), for the next step of the loop.
@@ -225,6 +229,7 @@ impl WorkerThread {
             registry,
             previous,
             wait_depth: Cell::new(0),
+            lane_turn: Cell::new(index),
             ran_loop_share: Cell::new(false),
             cancel_context: Cell::new(ptr::null()),
             serving: Cell::new(false),
@@ -352,6 +357,15 @@ impl WorkerThread {
             self.registry.sleep.new_injected_jobs(1, true);
         }
         found
+    }
+
+    /// The lane this worker's next pop from the enqueue lanes starts at
+    /// (its own index first, then each next one in turn).
+    #[inline]
+    pub(crate) fn next_lane_turn(&self) -> usize {
+        let turn = self.lane_turn.get();
+        self.lane_turn.set(turn.wrapping_add(1));
+        turn
     }
 
     /// Count a task this worker ran outside `run_chain` (a join's second

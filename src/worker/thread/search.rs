@@ -64,7 +64,7 @@ impl WorkerThread {
         let kept_apart = access.kept_apart_key();
         while let Some(job) = shared.pop_entry().or_else(|| {
             if lanes {
-                shared.pop_lanes(self.index)
+                shared.pop_lanes(self.next_lane_turn())
             } else if kept_apart != 0 {
                 shared.pop_kept_apart(kept_apart)
             } else {
