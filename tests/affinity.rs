@@ -475,3 +475,53 @@ fn a_burst_behind_a_long_task_is_not_stranded() {
         "short tasks waited behind the long one"
     );
 }
+
+/// A placed loop (Static, Affinity) started by a worker inside a task,
+/// whose other part's worker is stuck: here on a lock the loop's caller
+/// holds. The caller's wait must claim that part once the target is stuck
+/// (`PATIENCE`). It deferred the part's proxy on first look into a queue
+/// lane that its nested wait never takes from again, so with two workers
+/// nobody could claim it and the loop and its target waited on each other
+/// forever.
+#[test]
+fn a_placed_loop_in_a_nested_wait_claims_the_part_of_a_stuck_worker() {
+    let _serial = serial();
+    for kind in ["static", "affinity"] {
+        let pool = pool(2);
+        let p = pool.clone();
+        common::within(
+            &format!("a {kind} loop whose other part's worker waits for the caller's lock"),
+            Duration::from_secs(30),
+            move || {
+                let lock = Arc::new(Mutex::new(()));
+                let mut affinity = sixfold::AffinityPartitioner::new();
+                p.install(|| {
+                    let held = lock.lock().unwrap();
+                    let me = current_worker().unwrap();
+                    let other = 1 - me;
+                    let started = Arc::new(AtomicBool::new(false));
+                    let (l, s) = (lock.clone(), started.clone());
+                    p.spawn_on(other, move || {
+                        s.store(true, Ordering::SeqCst);
+                        drop(l.lock().unwrap());
+                    })
+                    .unwrap();
+                    common::poll_until("the target blocked", Duration::from_secs(20), || {
+                        started.load(Ordering::SeqCst)
+                    });
+                    let ran = AtomicUsize::new(0);
+                    let partitioner = match kind {
+                        "static" => sixfold::Partitioner::Static,
+                        _ => sixfold::Partitioner::Affinity(&mut affinity),
+                    };
+                    p.for_range_with(0..2, partitioner, |r| {
+                        ran.fetch_add(r.len(), Ordering::SeqCst);
+                    });
+                    assert_eq!(ran.load(Ordering::SeqCst), 2);
+                    drop(held);
+                });
+                p.wait_idle();
+            },
+        );
+    }
+}

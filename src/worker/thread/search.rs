@@ -57,24 +57,30 @@ impl WorkerThread {
                 return Some((job, Rule::Mailbox));
             }
         }
-        // Entries (threads outside the pool block on them) at any depth;
-        // the enqueue lanes as far as `access` allows.
+        // Entries (threads outside the pool block on them, and deferred
+        // proxies) at any depth; the enqueue lanes as far as `access`
+        // allows. A deferred job went back to the shared queue: do not go
+        // round for it again in this search, but do look past it.
         let shared = &self.registry.shared;
-        let lanes = access.may_take_shared();
-        let kept_apart = access.kept_apart_key();
-        while let Some(job) = shared.pop_entry().or_else(|| {
-            if lanes {
-                shared.pop_lanes(self.next_lane_turn())
-            } else if kept_apart != 0 {
-                shared.pop_kept_apart(kept_apart)
-            } else {
-                None
-            }
-        }) {
+        while let Some(job) = shared.pop_entry() {
             match self.resolve(job) {
                 Resolved::Run(job) => return Some((job, Rule::SharedQueue)),
                 Resolved::Gone => {}
-                // It went back to the shared queue: do not go round.
+                Resolved::Deferred => break,
+            }
+        }
+        let lanes = access.may_take_shared();
+        let kept_apart = access.kept_apart_key();
+        while let Some(job) = if lanes {
+            shared.pop_lanes(self.next_lane_turn())
+        } else if kept_apart != 0 {
+            shared.pop_kept_apart(kept_apart)
+        } else {
+            None
+        } {
+            match self.resolve(job) {
+                Resolved::Run(job) => return Some((job, Rule::SharedQueue)),
+                Resolved::Gone => {}
                 Resolved::Deferred => break,
             }
         }
@@ -198,8 +204,14 @@ impl WorkerThread {
         {
             // The target will come for it, or may: look again later. (An
             // idle worker yields between its search rounds, so a target
-            // that waits for a core gets it.)
-            self.registry.inject(entry, Some(self.index));
+            // that waits for a core gets it.) Into the entry lane, which
+            // every wait takes from: the worker that put the proxy on its
+            // deque is often waiting for its task (a placed loop part, a
+            // run's node), in a nested wait that takes no plain lane, and
+            // must be able to claim it once the target is stuck. In a
+            // lane, only a worker at its outermost loop would, and with
+            // two workers that was the stuck target itself.
+            self.registry.inject_entry(entry);
             return Resolved::Deferred;
         }
         // SAFETY: our entry, consumed here.
