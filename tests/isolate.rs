@@ -422,3 +422,41 @@ fn an_isolated_wait_hands_on_every_enqueued_task_it_may_not_take() {
         pool.sleeping_workers()
     );
 }
+
+/// Two workers each in an isolated region, each broadcasting: each
+/// broadcast needs a part run on the other worker, which waits in its own
+/// region. A strict task for a worker runs in any of its waits, isolated
+/// ones included; before, each isolated wait took only its own region's
+/// jobs, and both workers slept forever.
+#[test]
+fn two_isolated_broadcasts_on_two_workers_both_return() {
+    let pool = Arc::new(Pool::builder().num_threads(2).build().unwrap());
+    let p = pool.clone();
+    within(
+        "two isolated broadcasts",
+        Duration::from_secs(30),
+        move || {
+            for _ in 0..20 {
+                let barrier = Arc::new(std::sync::Barrier::new(2));
+                let (tx, rx) = std::sync::mpsc::channel();
+                for worker in 0..2 {
+                    let (p, barrier, tx) = (p.clone(), barrier.clone(), tx.clone());
+                    let q = p.clone();
+                    q.spawn_on(worker, move || {
+                        let indices = isolate(|| {
+                            // Both are inside their regions before either
+                            // sends its parts.
+                            barrier.wait();
+                            p.broadcast(|ctx| ctx.index())
+                        });
+                        tx.send(indices).unwrap();
+                    })
+                    .unwrap();
+                }
+                for _ in 0..2 {
+                    assert_eq!(rx.recv().unwrap(), vec![0, 1]);
+                }
+            }
+        },
+    );
+}

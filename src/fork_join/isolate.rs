@@ -22,6 +22,12 @@ use crate::worker::thread::WorkerThread;
 /// the region ran out sleeps until the rest of the region is done, instead
 /// of helping elsewhere.
 ///
+/// One kind of outside task does run in an isolated wait: a task with
+/// strict affinity for the waiting worker ([`Pool::spawn_on`](crate::Pool::spawn_on),
+/// a [`broadcast`](crate::broadcast)'s part), which no other worker may run.
+/// Holding it off could wait forever: two workers each in an isolated
+/// region, each broadcasting, would each wait for the other's part.
+///
 /// ```
 /// use std::sync::Mutex;
 /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();

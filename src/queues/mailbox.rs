@@ -11,7 +11,11 @@
 //!
 //! Jobs of an isolated region (`region.rs`) wait in a separate, searchable
 //! queue, so that the owner in an isolated wait finds its region's jobs
-//! without taking the others'.
+//! without taking the others'. Jobs with *strict* affinity (`spawn_on`, a
+//! broadcast's part, a strictly pinned stage), whatever their region, wait
+//! in a third queue that every wait of the owner takes from, isolated ones
+//! included: no other worker may run them, so an isolated wait that held
+//! them off could wait on them forever (two isolated broadcasts did).
 //!
 //! Invariants: only worker `k` pops mailbox `k`, sets its idle flag and
 //! bumps its count (single writer: a relaxed load and store suffice).
@@ -27,6 +31,8 @@ pub(crate) struct Mailbox<W> {
     queue: RingQueue<JobRef<W>>,
     /// Jobs of isolated regions.
     isolated: RegionQueue<W>,
+    /// Jobs with strict affinity, of any region.
+    strict: RingQueue<JobRef<W>>,
     /// Entries the owner has taken so far.
     taken: AtomicU64,
     /// The owner is searching for work or asleep (or not started yet).
@@ -38,6 +44,7 @@ impl<W> Default for Mailbox<W> {
         Mailbox {
             queue: RingQueue::new(64),
             isolated: RegionQueue::default(),
+            strict: RingQueue::new(8),
             taken: AtomicU64::new(0),
             // A worker that has not started yet will look here first. From
             // its first wait on, the flag is set only while it searches.
@@ -63,12 +70,34 @@ impl<W: Runner> Mailbox<W> {
         }
     }
 
+    /// A job with strict affinity: only the owner ever runs it.
+    pub(crate) fn push_strict(&self, job: JobRef<W>) {
+        self.strict.push(job);
+    }
+
     /// Owner only: the oldest job, of any region.
     #[inline]
     pub(crate) fn pop(&self) -> Option<JobRef<W>> {
-        let job = self.queue.pop().or_else(|| self.isolated.pop_any())?;
+        let job = self
+            .queue
+            .pop()
+            .or_else(|| self.strict.pop())
+            .or_else(|| self.isolated.pop_any())?;
         self.count_taken();
         Some(job)
+    }
+
+    /// Owner only, in an isolated wait: the oldest job with strict
+    /// affinity, of any region.
+    pub(crate) fn pop_strict(&self) -> Option<JobRef<W>> {
+        let job = self.strict.pop()?;
+        self.count_taken();
+        Some(job)
+    }
+
+    /// Is a job with strict affinity waiting?
+    pub(crate) fn has_strict(&self) -> bool {
+        !self.strict.is_empty()
     }
 
     /// Owner only, in an isolated wait: the oldest job of `region`.
@@ -124,6 +153,6 @@ impl<W: Runner> Mailbox<W> {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.queue.is_empty() && self.isolated.is_empty()
+        self.queue.is_empty() && self.strict.is_empty() && self.isolated.is_empty()
     }
 }

@@ -342,7 +342,7 @@ impl<W: Runner> Registry<W> {
     /// other worker ever takes it (a broadcast's job for that worker, a
     /// task with strict affinity). Wakes `target` if it sleeps.
     pub(crate) fn route_strict(&self, job: JobRef<W>, target: usize) {
-        self.mailbox(target).push(job);
+        self.mailbox(target).push_strict(job);
         self.sleep.new_mailbox_job(target);
     }
 

@@ -154,7 +154,8 @@ impl WorkerThread {
             }
         }
         let mailbox = self.registry.mailbox(self.index);
-        while let Some(job) = mailbox.pop_region(region) {
+        // Strict affinity for us, of any region: nobody else may run it.
+        while let Some(job) = mailbox.pop_region(region).or_else(|| mailbox.pop_strict()) {
             if let Resolved::Run(job) = self.resolve(job) {
                 return Some((job, Rule::Mailbox));
             }

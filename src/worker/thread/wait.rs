@@ -234,7 +234,9 @@ impl WorkerThread {
         let shared = &self.registry.shared;
         let mailbox = self.registry.mailbox(self.index);
         if access.region.is_isolated() {
-            return shared.has_region(access.region) || mailbox.has_region(access.region);
+            return shared.has_region(access.region)
+                || mailbox.has_region(access.region)
+                || mailbox.has_strict();
         }
         let kept_apart = access.kept_apart_key();
         (access.may_take_shared() && !shared.is_empty())
