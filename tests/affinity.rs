@@ -525,3 +525,39 @@ fn a_placed_loop_in_a_nested_wait_claims_the_part_of_a_stuck_worker() {
         );
     }
 }
+
+/// A pool built with `use_current_thread`: the building thread is worker
+/// 0, but it runs its own code, not a search. A task with affinity for
+/// worker 0, spawned by worker 1 while the building thread blocks outside
+/// the pool, must run on worker 1 once worker 0 looks stuck. Worker 0's
+/// mailbox said "idle" (its owner comes for its proxies soon) until its
+/// first wait, so nobody ever claimed them, and the task waited for a
+/// thread that was waiting for it.
+#[test]
+fn a_task_for_the_adopted_worker_0_runs_while_that_thread_is_busy_elsewhere() {
+    let _serial = serial();
+    common::within(
+        "a task with affinity for a use_current_thread pool's worker 0",
+        Duration::from_secs(30),
+        || {
+            let pool = Arc::new(
+                Pool::builder()
+                    .num_threads(2)
+                    .use_current_thread()
+                    .build()
+                    .unwrap(),
+            );
+            let (tx, rx) = std::sync::mpsc::channel();
+            let p = pool.clone();
+            pool.spawn_on(1, move || {
+                p.spawn_with_affinity(0, move || tx.send(current_worker()).unwrap())
+                    .unwrap();
+            })
+            .unwrap();
+            // Worker 0 (this thread) blocks outside the pool meanwhile.
+            let ran_on = rx.recv_timeout(Duration::from_secs(20));
+            assert_eq!(ran_on, Ok(Some(1)), "the task never ran");
+            drop(pool);
+        },
+    );
+}

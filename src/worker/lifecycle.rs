@@ -62,6 +62,11 @@ thread_local! {
 pub(crate) fn adopt_current_thread(registry: &Arc<Registry>, deque: Worker<JobRef>) {
     sleep::prepare_thread();
     let guard = WorkerThread::enter(deque, 0, registry.clone(), GUEST_STACK_BUDGET);
+    // The thread goes back to its own code, not to a search: tasks with
+    // affinity for slot 0 are claimed by others once it looks stuck, as for
+    // any busy worker. (A mailbox starts "idle", which tells others its
+    // owner comes for its proxies soon; this owner may never.)
+    registry.mailbox(0).set_busy();
     ADOPTED.with(|slot| *slot.borrow_mut() = Some(guard));
 }
 
