@@ -3,8 +3,9 @@
 //! A chain is the set of slots one job owns, front to back, linked through
 //! the slots' `next` words: its items, then its free tokens. Items come
 //! in source order but for those an any-order gate handed over, which go
-//! right behind the item that finished there. A `Chain` is only ever made from slots the job owns (`single`,
-//! `chain_from`, the pushes), so its front is ours to read (`front`).
+//! right behind the item that finished there. A `Chain` is only ever made
+//! from slots the job owns (`single`, `chain_from`, the pushes), so its
+//! front is ours to read (`front`).
 //! Retired tokens (those that found the source exhausted) are listed
 //! through the same links and release their latch units as the job's very
 //! last act (`Retired::release`): the run may end with the last one.

@@ -163,9 +163,10 @@ pub(crate) struct WorkerThread {
     lent: *const LentSlot<JobRef>,
     /// Waits on this thread's stack right now (0 in no wait).
     wait_depth: Cell<u32>,
-    /// Pops from the enqueue lanes so far: each pop starts its scan one
-    /// lane further (`SharedQueue::pop_lanes`), so no lane waits behind
-    /// another that its worker keeps refilling.
+    /// The lane this worker's next pop from the enqueue lanes starts its
+    /// scan at (its own index first, then one further each pop:
+    /// `SharedQueue::pop_lanes`), so no lane waits behind another that its
+    /// worker keeps refilling.
     lane_turn: Cell<usize>,
     /// This worker ran a share of a parallel loop and found nothing else:
     /// it keeps searching a while before the sleep rounds
