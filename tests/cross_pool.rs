@@ -264,3 +264,41 @@ fn a_worker_waiting_on_another_pool_sleeps() {
         "A's waiting worker used {used:.1} ms of CPU in a 300 ms wait"
     );
 }
+
+/// `in_place_scope` and `in_place_scope_fifo` of pool A, called by a
+/// worker of pool B, whose spawns call back into B: the worker of B must
+/// keep running B's work while it waits for A's scope, as every other call
+/// into another pool does. It blocked instead (a lock latch), and B's only
+/// worker was the one the spawn's `b.install` needed. Also with a pool of
+/// zero threads as A (its drainer runs the spawns).
+#[test]
+fn in_place_scopes_of_another_pool_keep_the_waiting_worker_working() {
+    let a = one_worker("a");
+    let a2 = Arc::new(Pool::builder().num_threads(2).build().unwrap());
+    let zero = Arc::new(Pool::builder().num_threads(0).build().unwrap());
+    let b = one_worker("b");
+    within("B -> A.in_place_scope -> B, 100 rounds", LIMIT, move || {
+        for _ in 0..100 {
+            let ran = AtomicUsize::new(0);
+            b.install(|| {
+                a.in_place_scope(|s| {
+                    s.spawn(|_| {
+                        ran.fetch_add(b.install(|| 1), Ordering::SeqCst);
+                    })
+                });
+                a2.in_place_scope_fifo(|s| {
+                    s.spawn_fifo(|_| {
+                        ran.fetch_add(b.install(|| 1), Ordering::SeqCst);
+                    })
+                });
+                zero.in_place_scope(|s| {
+                    s.spawn(|_| {
+                        let (x, y) = b.join(|| 1, || 1);
+                        ran.fetch_add(x + y - 1, Ordering::SeqCst);
+                    })
+                });
+            });
+            assert_eq!(ran.load(Ordering::SeqCst), 3);
+        }
+    });
+}

@@ -203,9 +203,13 @@ pub(crate) fn in_place_scope_in<'scope, OP, R>(registry: &Arc<Registry>, op: OP)
 where
     OP: FnOnce(&Scope<'scope>) -> R,
 {
-    match WorkerThread::current_in(registry) {
-        Some(_) => in_place_scope(op),
-        None => {
+    match (WorkerThread::current_in(registry), WorkerThread::current()) {
+        (Some(_), _) => in_place_scope(op),
+        (None, Some(foreign)) => {
+            let scope = Scope::for_foreign(registry, foreign);
+            finish_foreign(foreign, &scope, || op(&scope)).0
+        }
+        (None, None) => {
             let scope = Scope::outside(registry);
             finish_outside(&scope, || op(&scope)).0
         }
@@ -217,9 +221,13 @@ pub(crate) fn in_place_scope_fifo_in<'scope, OP, R>(registry: &Arc<Registry>, op
 where
     OP: FnOnce(&ScopeFifo<'scope>) -> R,
 {
-    match WorkerThread::current_in(registry) {
-        Some(_) => in_place_scope_fifo(op),
-        None => {
+    match (WorkerThread::current_in(registry), WorkerThread::current()) {
+        (Some(_), _) => in_place_scope_fifo(op),
+        (None, Some(foreign)) => {
+            let scope = ScopeFifo::with_base(Scope::for_foreign(registry, foreign));
+            finish_foreign(foreign, &scope.base, || op(&scope)).0
+        }
+        (None, None) => {
             let scope = ScopeFifo::outside(registry);
             finish_outside(&scope.base, || op(&scope)).0
         }
@@ -229,10 +237,42 @@ where
 /// `finish_scope` for a scope owned by a thread outside every pool: run the
 /// body here, then block until every spawned job finished.
 pub(super) fn finish_outside<R>(scope: &Scope<'_>, body: impl FnOnce() -> R) -> (R, bool) {
+    finish_then_wait(scope, body, || scope.group.latch().wait_blocking())
+}
+
+/// `finish_scope` for a scope of another pool owned by `foreign`, a worker
+/// of its own pool: run the body here, then wait as that worker, running
+/// its own pool's work meanwhile, as every call into another pool does
+/// (`Registry::enter`). Blocking the thread instead let two pools that
+/// call into each other deadlock: the scope's task needed this very
+/// worker back in its own pool.
+fn finish_foreign<R>(
+    foreign: &WorkerThread,
+    scope: &Scope<'_>,
+    body: impl FnOnce() -> R,
+) -> (R, bool) {
+    finish_then_wait(scope, body, || {
+        let core = scope
+            .group
+            .latch()
+            .as_core()
+            .expect("a foreign worker's scope latch wakes that worker");
+        foreign.wait_until(core, None);
+    })
+}
+
+/// Run a scope's body, give up its own unit, `wait` until the spawned jobs
+/// finished, then resume the body's panic, else the first job's, else
+/// return the body's value and whether the scope was cancelled.
+fn finish_then_wait<R>(
+    scope: &Scope<'_>,
+    body: impl FnOnce() -> R,
+    wait: impl FnOnce(),
+) -> (R, bool) {
     let result = unwind::halt_unwinding(body);
     // SAFETY: the scope lives on this frame until after the wait.
     unsafe { CountLatch::release(scope.group.latch()) };
-    scope.group.latch().wait_blocking();
+    wait();
     match result {
         Err(payload) => unwind::resume_unwinding(payload),
         Ok(value) => {
@@ -253,6 +293,21 @@ impl<'scope> Scope<'scope> {
                 CountLatch::for_thread(),
                 OnPanic::RunAll,
                 crate::queues::region::outside_current(),
+            ),
+            registry: registry.clone(),
+            _marker: PhantomData,
+        }
+    }
+
+    /// A scope of `registry`'s pool waited for by `foreign`, a worker of
+    /// another pool, which keeps working on its own pool meanwhile (its
+    /// latch wakes that worker), in its current isolation region.
+    fn for_foreign(registry: &Arc<Registry>, foreign: &WorkerThread) -> Self {
+        Scope {
+            group: Group::structured(
+                CountLatch::for_worker(foreign.registry().wake_owner(foreign.index())),
+                OnPanic::RunAll,
+                foreign.region(),
             ),
             registry: registry.clone(),
             _marker: PhantomData,
