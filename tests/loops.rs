@@ -327,6 +327,45 @@ fn affinity_replays_at_least_95_percent_of_pieces_on_their_previous_worker() {
     });
 }
 
+/// `Auto` cuts a piece that is already running when another worker has
+/// nothing to do. Called on a worker, 0..64 on two workers cuts into four
+/// pieces of 16; the caller keeps 0..16 (a leaf: nobody stole it, so the
+/// adaptive splitter alone never cuts it again), while the other worker
+/// steals and finishes 16..64 at once. Each of the first 16 indices sleeps
+/// 2 ms: without a demand cut all 16 run on the caller. With it, the idle
+/// worker gets half of what is left after the first one. On a loaded
+/// machine the idle worker may not get a core before the caller has
+/// finished alone, so a few tries; one shared piece is enough.
+#[test]
+fn auto_cuts_a_running_piece_for_an_idle_worker() {
+    within("the demand cut", WATCHDOG, || {
+        let pool = common::pool(2);
+        let shared = (0..10).any(|_| {
+            let ran_on: Vec<AtomicUsize> = (0..64).map(|_| AtomicUsize::new(usize::MAX)).collect();
+            pool.install(|| {
+                pool.for_range_with(0..64, Partitioner::Auto { min_grain: 1 }, |r| {
+                    for i in r {
+                        ran_on[i].store(sixfold::current_worker().unwrap(), Ordering::Relaxed);
+                        if i < 16 {
+                            std::thread::sleep(Duration::from_millis(2));
+                        }
+                    }
+                })
+            });
+            let first: Vec<usize> = ran_on[..16]
+                .iter()
+                .map(|w| w.load(Ordering::Relaxed))
+                .collect();
+            assert!(first.iter().all(|&w| w < 2), "every index ran: {first:?}");
+            first.iter().any(|&w| w != first[0])
+        });
+        assert!(
+            shared,
+            "the slow first piece never shared with the idle worker"
+        );
+    });
+}
+
 /// A changed length or pool size replans.
 #[test]
 fn affinity_replans_when_the_length_or_the_pool_changes() {

@@ -49,7 +49,7 @@ pub use range::Range2d;
 use crate::worker::global::global_registry;
 use crate::worker::thread::WorkerThread;
 use range::LoopRange;
-use split::{Splitter, split_and_run};
+use split::{Auto, Fixed, split_and_run};
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
@@ -122,7 +122,7 @@ where
         Partitioner::Auto { min_grain } => Some(split_and_run(
             worker,
             range,
-            Splitter::auto(workers, min_grain),
+            Auto::new(workers, min_grain),
             false,
             leaf,
             combine,
@@ -130,7 +130,7 @@ where
         Partitioner::Simple { grain } => Some(split_and_run(
             worker,
             range,
-            Splitter::fixed(grain),
+            Fixed::new(grain),
             false,
             leaf,
             combine,

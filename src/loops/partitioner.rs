@@ -5,7 +5,9 @@
 //!   keeps its left half and offers the right one on its own deque (rule
 //!   3), where an idle worker steals the oldest (rule 6). `Auto` stops after
 //!   a few pieces per worker and cuts a stolen piece further (a thief's
-//!   work is evidence of imbalance); `Simple` cuts down to a grain.
+//!   work is evidence of imbalance), and a running piece offers half of
+//!   what it has left when a worker goes idle; `Simple` cuts down to a
+//!   grain.
 //! * `Static` and `Affinity` plan the pieces up front and send each to a
 //!   worker's mailbox (rule 4), with a proxy on the caller's deque, so that
 //!   an idle worker takes a piece whose worker is stuck (`queues/proxy.rs`).
@@ -36,7 +38,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub enum Partitioner<'a> {
     /// A few pieces per worker, a stolen piece cut further, never below
     /// `min_grain` elements (oneTBB's `auto_partitioner`, rayon's adaptive
-    /// splitter).
+    /// splitter). A piece runs in up to 16 consecutive calls of the body
+    /// (fewer if `min_grain` or a 2-D range's row grain says so; a 2-D
+    /// piece is cut across its rows only, so its rows stay whole); when a
+    /// worker of the pool is idle between two calls, half of the rest is
+    /// offered to it, as oneTBB's auto partitioner does for demand. That
+    /// evens out the end of an unbalanced loop.
     Auto {
         /// The smallest piece worth cutting off.
         min_grain: usize,

@@ -18,6 +18,14 @@ pub(crate) trait LoopRange: Clone + Send + Sync {
     fn divisible(&self) -> bool;
     /// Two halves, in order, covering it exactly.
     fn split(&self) -> (Self, Self);
+    /// Length along the outer dimension (indices; a 2-D block's rows):
+    /// cutting across it keeps the body's inner loop as long as it is.
+    fn outer_len(&self) -> usize;
+    /// The shortest a cut across the outer dimension may leave a side.
+    fn outer_grain(&self) -> usize;
+    /// The first `at` outer units and the rest (`0 < at < outer_len()`),
+    /// covering it exactly.
+    fn split_outer_at(&self, at: usize) -> (Self, Self);
     /// The most parts `part` cuts it into with none empty.
     fn max_parts(&self) -> usize;
     /// Part `k` of `n` near-equal parts, in order (`1 <= n <=
@@ -48,6 +56,22 @@ impl LoopRange for Range<usize> {
     fn split(&self) -> (Self, Self) {
         let mid = self.start + self.elements() / 2;
         (self.start..mid, mid..self.end)
+    }
+
+    #[inline]
+    fn outer_len(&self) -> usize {
+        self.elements()
+    }
+
+    #[inline]
+    fn outer_grain(&self) -> usize {
+        1
+    }
+
+    #[inline]
+    fn split_outer_at(&self, at: usize) -> (Self, Self) {
+        debug_assert!(0 < at && at < self.elements());
+        (self.start..self.start + at, self.start + at..self.end)
     }
 
     fn max_parts(&self) -> usize {
@@ -163,6 +187,23 @@ impl LoopRange for Range2d {
                 self.with(self.rows.clone(), right),
             )
         }
+    }
+
+    fn outer_len(&self) -> usize {
+        self.rows.len()
+    }
+
+    fn outer_grain(&self) -> usize {
+        self.row_grain
+    }
+
+    fn split_outer_at(&self, at: usize) -> (Self, Self) {
+        debug_assert!(0 < at && at < self.rows.len());
+        let mid = self.rows.start + at;
+        (
+            self.with(self.rows.start..mid, self.cols.clone()),
+            self.with(mid..self.rows.end, self.cols.clone()),
+        )
     }
 
     fn max_parts(&self) -> usize {

@@ -10,92 +10,166 @@
 //! worker), and a half that was stolen gets the budget back (a thief's work
 //! is evidence of imbalance: cut it further so that others can help).
 //!
-//! Invariant: every element of the range reaches exactly one leaf.
+//! On top of that, as oneTBB's auto partitioner does, a running piece can
+//! still be cut: an `Auto` leaf runs its range in up to `PROBE_PARTS`
+//! consecutive parts (cut by `LoopRange::split_outer_at`, which keeps the
+//! body's inner loop whole), and after each part it looks for demand
+//! (`WorkerThread::sees_demand`: a worker of the pool is idle and this
+//! worker's deque is empty). On demand the rest is cut as a stolen
+//! piece would be, so the idle worker gets half of it at once instead of
+//! waiting for the piece to end: that is what evens out the end of an
+//! unbalanced loop. Looking costs two loads a part. A budget of such
+//! demand cuts (`probes`), spent along a chain of pieces and refilled by a
+//! real steal, bounds the cutting when the idle worker cannot take the
+//! work (it waits in another isolated region): without it the piece would
+//! be cut down to its grain.
+//!
+//! Invariant: every element of the range reaches exactly one leaf, and the
+//! leaves combine in range order.
 
 use super::range::LoopRange;
 use crate::fork_join::join::join_on_worker;
+use crate::platform::unwind;
 use crate::worker::thread::WorkerThread;
 
-/// When to cut a range in halves.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Splitter {
-    /// Adaptive: `cuts` left in the budget, pieces of at least `min_grain`.
-    Auto {
-        cuts: usize,
-        workers: usize,
-        min_grain: usize,
-    },
-    /// Down to pieces of at most `grain`, whoever runs what (the same tree
-    /// for every run: what the deterministic reduce relies on).
-    Fixed { grain: usize },
+/// Into how many parts a leaf of `Auto` cuts itself to look for demand
+/// between them (fewer if the grain says so).
+const PROBE_PARTS: usize = 16;
+
+/// Demand cuts along one chain of pieces before a real steal refills the
+/// budget.
+const PROBE_BUDGET: u8 = 6;
+
+/// When to cut a range in halves, and how a piece left uncut runs. Two
+/// kinds, each its own type, so that a loop's code holds only its own
+/// kind's (the `Auto` leaf's demand cut would otherwise grow every
+/// `Simple` loop past what the compiler inlines).
+pub(crate) trait Splitter: Copy + Send + Sync {
+    /// Cut `range`? If so, the splitter each half carries on with.
+    fn cut<R: LoopRange>(self, range: &R, stolen: bool) -> Option<Self>;
+
+    /// Run a piece `cut` left whole.
+    fn run_leaf<R, T, L, C>(self, worker: &WorkerThread, range: R, leaf: &L, combine: &C) -> T
+    where
+        R: LoopRange,
+        T: Send,
+        L: Fn(R) -> T + Sync,
+        C: Fn(T, T) -> T + Sync;
 }
 
-impl Splitter {
-    pub(crate) fn auto(workers: usize, min_grain: usize) -> Splitter {
-        Splitter::Auto {
+/// Adaptive: `cuts` left in the budget, pieces of at least `min_grain`,
+/// `probes` demand cuts left.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Auto {
+    cuts: usize,
+    workers: usize,
+    min_grain: usize,
+    probes: u8,
+}
+
+impl Auto {
+    pub(crate) fn new(workers: usize, min_grain: usize) -> Auto {
+        Auto {
             cuts: workers,
             workers,
             min_grain: min_grain.max(1),
+            probes: PROBE_BUDGET,
         }
     }
+}
 
-    pub(crate) fn fixed(grain: usize) -> Splitter {
-        Splitter::Fixed {
+impl Splitter for Auto {
+    #[inline]
+    fn cut<R: LoopRange>(self, range: &R, stolen: bool) -> Option<Auto> {
+        if !range.divisible() || range.elements() / 2 < self.min_grain {
+            return None;
+        }
+        let (cuts, probes) = if stolen {
+            (self.workers.max(self.cuts / 2), PROBE_BUDGET)
+        } else if self.cuts > 0 {
+            (self.cuts / 2, self.probes)
+        } else {
+            return None;
+        };
+        Some(Auto {
+            cuts,
+            probes,
+            ..self
+        })
+    }
+
+    #[inline]
+    fn run_leaf<R, T, L, C>(self, worker: &WorkerThread, range: R, leaf: &L, combine: &C) -> T
+    where
+        R: LoopRange,
+        T: Send,
+        L: Fn(R) -> T + Sync,
+        C: Fn(T, T) -> T + Sync,
+    {
+        if self.probes == 0 {
+            return leaf(range);
+        }
+        let demand_cut = Auto {
+            cuts: self.workers,
+            probes: self.probes - 1,
+            ..self
+        };
+        run_probing(worker, range, demand_cut, leaf, combine)
+    }
+}
+
+/// Down to pieces of at most `grain`, whoever runs what (the same tree for
+/// every run: what the deterministic reduce relies on).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fixed {
+    grain: usize,
+}
+
+impl Fixed {
+    pub(crate) fn new(grain: usize) -> Fixed {
+        Fixed {
             grain: grain.max(1),
         }
     }
+}
 
-    /// Cut `range`? If so, the splitter each half carries on with.
+impl Splitter for Fixed {
     #[inline]
-    fn cut<R: LoopRange>(self, range: &R, stolen: bool) -> Option<Splitter> {
-        if !range.divisible() {
-            return None;
-        }
-        match self {
-            Splitter::Auto {
-                cuts,
-                workers,
-                min_grain,
-            } => {
-                if range.elements() / 2 < min_grain {
-                    return None;
-                }
-                let cuts = if stolen {
-                    workers.max(cuts / 2)
-                } else if cuts > 0 {
-                    cuts / 2
-                } else {
-                    return None;
-                };
-                Some(Splitter::Auto {
-                    cuts,
-                    workers,
-                    min_grain,
-                })
-            }
-            Splitter::Fixed { grain } => (range.elements() > grain).then_some(self),
-        }
+    fn cut<R: LoopRange>(self, range: &R, _stolen: bool) -> Option<Fixed> {
+        (range.divisible() && range.elements() > self.grain).then_some(self)
+    }
+
+    #[inline]
+    fn run_leaf<R, T, L, C>(self, _: &WorkerThread, range: R, leaf: &L, _: &C) -> T
+    where
+        R: LoopRange,
+        T: Send,
+        L: Fn(R) -> T + Sync,
+        C: Fn(T, T) -> T + Sync,
+    {
+        leaf(range)
     }
 }
 
 /// Run `leaf` over pieces of `range` on `worker` and whoever steals, and
 /// combine their results left before right.
-pub(crate) fn split_and_run<R, T, L, C>(
+pub(crate) fn split_and_run<S, R, T, L, C>(
     worker: &WorkerThread,
     range: R,
-    splitter: Splitter,
+    splitter: S,
     stolen: bool,
     leaf: &L,
     combine: &C,
 ) -> T
 where
+    S: Splitter,
     R: LoopRange,
     T: Send,
     L: Fn(R) -> T + Sync,
     C: Fn(T, T) -> T + Sync,
 {
     let Some(next) = splitter.cut(&range, stolen) else {
-        return leaf(range);
+        return splitter.run_leaf(worker, range, leaf, combine);
     };
     let (left, right) = range.split();
     let home = worker.index();
@@ -113,13 +187,79 @@ where
     combine(a, b)
 }
 
+/// An `Auto` leaf: `range` in consecutive parts of about
+/// `1 / PROBE_PARTS` of it, front to back, results combined in order.
+/// After each part, if another worker wants work, the rest goes back to
+/// `split_and_run` with `demand_cut`, whose first cut offers half of it on
+/// the deque.
+fn run_probing<R, T, L, C>(
+    worker: &WorkerThread,
+    range: R,
+    demand_cut: Auto,
+    leaf: &L,
+    combine: &C,
+) -> T
+where
+    R: LoopRange,
+    T: Send,
+    L: Fn(R) -> T + Sync,
+    C: Fn(T, T) -> T + Sync,
+{
+    let outer = range.outer_len();
+    // A part: a sixteenth of the leaf, but no less than the grain along
+    // the outer dimension, nor than `min_grain` elements.
+    let per_outer = (range.elements() / outer.max(1)).max(1);
+    let step = (outer / PROBE_PARTS)
+        .max(range.outer_grain())
+        .max(demand_cut.min_grain.div_ceil(per_outer))
+        .max(1);
+    let mut rest = range;
+    let mut done: Option<T> = None;
+    // Rayon's contract, as for the pieces: after a part panicked the rest
+    // still runs, and the first panic is resumed at the end.
+    let mut panic = None;
+    let mut add = |result: std::thread::Result<T>| match result {
+        Ok(t) => {
+            done = Some(match done.take() {
+                None => t,
+                Some(d) => combine(d, t),
+            })
+        }
+        Err(payload) => {
+            panic.get_or_insert(payload);
+        }
+    };
+    // Every part, the last included, is at least `step` long.
+    while rest.outer_len() >= 2 * step {
+        let (part, after) = rest.split_outer_at(step);
+        add(unwind::halt_unwinding(|| leaf(part)));
+        rest = after;
+        if worker.sees_demand() {
+            add(unwind::halt_unwinding(|| {
+                split_and_run(worker, rest, demand_cut, false, leaf, combine)
+            }));
+            return finish(done, panic);
+        }
+    }
+    add(unwind::halt_unwinding(|| leaf(rest)));
+    finish(done, panic)
+}
+
+/// The leaf's combined result, or its first panic resumed.
+fn finish<T>(done: Option<T>, panic: Option<Box<dyn std::any::Any + Send>>) -> T {
+    match panic {
+        Some(payload) => unwind::resume_unwinding(payload),
+        None => done.expect("a leaf ran at least one part"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::ops::Range;
 
     /// The leaves an undisturbed run (nothing stolen) would cut.
-    fn leaves(range: Range<usize>, splitter: Splitter, out: &mut Vec<Range<usize>>) {
+    fn leaves<S: Splitter>(range: Range<usize>, splitter: S, out: &mut Vec<Range<usize>>) {
         match splitter.cut(&range, false) {
             None => out.push(range),
             Some(next) => {
@@ -133,17 +273,17 @@ mod tests {
     #[test]
     fn auto_cuts_a_few_pieces_per_worker_and_no_piece_below_the_grain() {
         let mut out = Vec::new();
-        leaves(0..1000, Splitter::auto(4, 1), &mut out);
+        leaves(0..1000, Auto::new(4, 1), &mut out);
         assert_eq!(out.len(), 8, "{out:?}");
         out.clear();
-        leaves(0..1000, Splitter::auto(4, 300), &mut out);
+        leaves(0..1000, Auto::new(4, 300), &mut out);
         assert_eq!(out.len(), 2, "{out:?}");
     }
 
     #[test]
     fn fixed_cuts_down_to_the_grain() {
         let mut out = Vec::new();
-        leaves(0..1000, Splitter::fixed(100), &mut out);
+        leaves(0..1000, Fixed::new(100), &mut out);
         assert!(out.iter().all(|r| r.len() <= 100 && r.len() > 50));
         assert_eq!(out.iter().map(|r| r.len()).sum::<usize>(), 1000);
     }

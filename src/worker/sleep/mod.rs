@@ -527,6 +527,13 @@ impl Sleep {
         self.wake_specific_thread(index);
     }
 
+    /// Is some worker searching for work or asleep (a racy snapshot: a
+    /// hint for offering work, never part of the protocol)?
+    #[inline]
+    pub(crate) fn has_inactive_threads(&self) -> bool {
+        self.counters.load().inactive_threads() > 0
+    }
+
     /// Workers blocked right now (a racy snapshot, for observation).
     pub(crate) fn sleeping_threads(&self) -> usize {
         self.counters.load().sleeping_threads()

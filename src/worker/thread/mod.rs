@@ -382,6 +382,16 @@ impl WorkerThread {
         &self.unit_credit
     }
 
+    /// Would another worker take work offered now? Some worker of the pool
+    /// is searching or asleep, and everything this worker offered so far
+    /// was taken (its deque is empty: while a job waits there, a searcher
+    /// should take that one first). A racy hint for the loops' demand cut
+    /// (`loops/split.rs`); two loads, no write.
+    #[inline]
+    pub(crate) fn sees_demand(&self) -> bool {
+        self.deque.is_empty() && self.registry.sleep.has_inactive_threads()
+    }
+
     /// Does this worker have tasks waiting for it alone to take (its deque
     /// or its mailbox)?
     pub(crate) fn has_pending_tasks(&self) -> bool {
