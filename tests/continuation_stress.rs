@@ -9,6 +9,7 @@
 //! children with a little work between them, and finishes by recycling as
 //! its last child, returning it (rule 1), or spawning it too; every
 //! continuation checks that all its children delivered before it runs.
+//! Also: a continuation's child handed to another run is waited for there.
 
 mod common;
 
@@ -180,4 +181,54 @@ fn children_racing_their_parent_never_lose_or_keep_a_unit() {
         })
         .unwrap_or_else(|()| panic!("a continuation never started ({threads} workers)"));
     }
+}
+
+/// A continuation's child handed to `Pool::run` inside `execute` (not
+/// spawned through the context): the run waits for it, as `run` promises,
+/// and the continuation still starts after it. It used to return at once:
+/// the child kept its continuation's run, and the new run had nothing to
+/// wait for.
+#[test]
+fn a_continuations_child_handed_to_pool_run_is_waited_for() {
+    struct Cont(Arc<AtomicUsize>);
+    impl Task for Cont {
+        fn execute(&mut self, _: &mut Context<'_>) -> Option<TaskRef> {
+            assert_eq!(self.0.load(Ordering::SeqCst), 1, "after its child");
+            self.0.store(2, Ordering::SeqCst);
+            None
+        }
+    }
+    struct Parent {
+        pool: Arc<Pool>,
+        state: Arc<AtomicUsize>,
+    }
+    impl Task for Parent {
+        fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+            let cont = cx.continuation(Cont(self.state.clone()));
+            let state = self.state.clone();
+            let child = cont.child_fn(move |_| {
+                std::thread::sleep(Duration::from_millis(5));
+                state.store(1, Ordering::SeqCst);
+            });
+            self.pool.run(child);
+            assert_eq!(
+                self.state.load(Ordering::SeqCst),
+                1,
+                "Pool::run returned before the child ran"
+            );
+            None
+        }
+    }
+    finishes_within(Duration::from_secs(120), || {
+        let pool = Arc::new(Pool::builder().num_threads(2).build().unwrap());
+        for _ in 0..20 {
+            let state = Arc::new(AtomicUsize::new(0));
+            pool.run(TaskRef::new(Parent {
+                pool: pool.clone(),
+                state: state.clone(),
+            }));
+            assert_eq!(state.load(Ordering::SeqCst), 2, "the continuation ran");
+        }
+    })
+    .expect("no hang");
 }

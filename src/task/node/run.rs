@@ -242,8 +242,14 @@ pub(super) fn submit_node(
         // affinity comes with `STRICT_AFFINITY` set.)
         meta.affinity = u32::try_from(affinity).unwrap_or(NO_AFFINITY - 1);
     }
-    if header.group.load(Ordering::Relaxed).is_null() {
-        let group_ptr = group as *const Group as *mut Group;
+    let group_ptr = group as *const Group as *mut Group;
+    // A new node has no group yet. A continuation's child has its
+    // continuation's group and holds no unit of it (the continuation
+    // does): spawned from the same run, it stays so; handed to another
+    // run (`Pool::run` inside `execute`), it joins that run, whose wait
+    // must cover it.
+    if header.group.load(Ordering::Relaxed) != group_ptr {
+        debug_assert!(!meta.holds_unit, "a node is submitted once");
         header.group.store(group_ptr, Ordering::Relaxed);
         // A successor already in this group finishes after us and so
         // represents us; otherwise we may be the group's last node.
