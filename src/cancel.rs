@@ -126,10 +126,13 @@ impl fmt::Display for Cancelled {
 impl std::error::Error for Cancelled {}
 
 /// Was the scope or run the calling task belongs to cancelled (or one it
-/// is nested in)? False outside every scope and run, in a scope body that
-/// runs on a thread outside the pool, and in the second closure of a
-/// `join` that another worker stole (it runs as work of no scope there):
-/// ask the scope in those places ([`Scope::is_cancelled`](crate::Scope::is_cancelled)).
+/// is nested in, on this pool or, through `install`, a scope or a run
+/// entered from a worker, another one)? False outside every scope and
+/// run, in a scope body that runs on a thread outside the pool, in the
+/// second closure of a `join` that another worker stole (it runs as work
+/// of no scope there), and in graph nodes and pipeline stages (a graph or
+/// a pipeline is cancelled through its [`CancelToken`]): ask the scope in
+/// the first places ([`Scope::is_cancelled`](crate::Scope::is_cancelled)).
 ///
 /// A long task checks it now and then to stop early once its answer is no
 /// longer wanted:

@@ -302,3 +302,41 @@ fn in_place_scopes_of_another_pool_keep_the_waiting_worker_working() {
         }
     });
 }
+
+/// A cancel reaches the scopes and runs nested in a cancelled scope's
+/// tasks on another pool too, as the docs promise for nested ones: a
+/// cancellable scope or run on B, opened by a task of a cancelled scope on
+/// A, starts none of its tasks and says `Cancelled`; an `in_place_scope`
+/// on B sees `is_cancelled`. They used to run everything and return `Ok`.
+#[test]
+fn a_cancel_reaches_scopes_and_runs_nested_on_another_pool() {
+    within("cancel across pools", LIMIT, || {
+        for threads in [1, 2] {
+            let a = Pool::builder().num_threads(threads).build().unwrap();
+            let b = Pool::builder().num_threads(2).build().unwrap();
+            let ran = Arc::new(AtomicUsize::new(0));
+            let outcome = a.scope_cancellable(|outer| {
+                outer.spawn(|outer| {
+                    outer.cancel();
+                    let scope = b.scope_cancellable(|s| {
+                        for _ in 0..10 {
+                            s.spawn(|_| {
+                                ran.fetch_add(1, Ordering::Relaxed);
+                            });
+                        }
+                    });
+                    assert_eq!(scope, Err(sixfold::Cancelled), "B's scope");
+                    let counter = ran.clone();
+                    let run = b.run_cancellable([TaskRef::from_fn(move |_| {
+                        counter.fetch_add(1, Ordering::Relaxed);
+                    })]);
+                    assert_eq!(run, Err(sixfold::Cancelled), "B's run");
+                    assert!(b.in_place_scope(|s| s.is_cancelled()), "B's in_place_scope");
+                    assert!(b.install(sixfold::is_cancelled), "B's install");
+                });
+            });
+            assert_eq!(outcome, Err(sixfold::Cancelled));
+            assert_eq!(ran.load(Ordering::Relaxed), 0, "nothing started on B");
+        }
+    });
+}

@@ -303,12 +303,16 @@ impl<'scope> Scope<'scope> {
     /// another pool, which keeps working on its own pool meanwhile (its
     /// latch wakes that worker), in its current isolation region.
     fn for_foreign(registry: &Arc<Registry>, foreign: &WorkerThread) -> Self {
+        let group = Group::structured(
+            CountLatch::for_worker(foreign.registry().wake_owner(foreign.index())),
+            OnPanic::RunAll,
+            foreign.region(),
+        );
+        // SAFETY: as in `new`: the scope ends inside the task or body of
+        // `foreign` that makes it. A cancel reaches it across the pools.
+        unsafe { group.set_parent(foreign.cancel_context()) };
         Scope {
-            group: Group::structured(
-                CountLatch::for_worker(foreign.registry().wake_owner(foreign.index())),
-                OnPanic::RunAll,
-                foreign.region(),
-            ),
+            group,
             registry: registry.clone(),
             _marker: PhantomData,
         }

@@ -25,6 +25,7 @@ use crate::platform::latch::CountLatch;
 use crate::queues::deque::Worker;
 use crate::queues::job::StackJob;
 use crate::queues::region;
+use crate::worker::group::Group;
 use crate::worker::thread::{GUEST_STACK_BUDGET, JobRef, Registry, WorkerGuard, WorkerThread};
 use std::sync::Arc;
 
@@ -43,6 +44,16 @@ pub(crate) trait Entry: Send + Sized {
         registry.in_worker_cold(move |worker| self.on_worker(worker))
     }
 }
+
+/// A worker's cancel context (`WorkerThread::cancel_context`), handed to
+/// the worker of another pool that runs a cross-pool entry.
+#[derive(Clone, Copy)]
+struct CancelContext(*const Group);
+
+// SAFETY: the group is only read (its cancel flags, atomics), and it
+// outlives the entry: it belongs to the task or body the calling worker
+// is running, which waits in `in_worker_cross` until the entry is done.
+unsafe impl Send for CancelContext {}
 
 /// A closure to run on a worker (`install`): the plain entry.
 struct OnAWorker<F>(F);
@@ -87,8 +98,16 @@ impl Registry {
         R: Send,
     {
         let latch = CountLatch::for_worker(foreign.registry().wake_owner(foreign.index()));
+        // The caller's cancel context goes along: a scope or run that `f`
+        // opens on our pool is a child of the one the caller works for,
+        // so a cancel reaches it across the pools.
+        let context = CancelContext(foreign.cancel_context());
         let job = StackJob::new(
-            || f(WorkerThread::current().expect("run by a worker")),
+            move || {
+                let context = context;
+                let worker = WorkerThread::current().expect("run by a worker");
+                worker.with_cancel_context(context.0, || f(worker))
+            },
             latch,
         );
         // SAFETY: `job` stays on this frame until its latch is set: the wait
