@@ -263,3 +263,61 @@ fn a_run_is_cancelled_from_another_thread_through_its_token() {
         },
     );
 }
+
+/// An edge between two runs: task A of one run precedes task B of
+/// another. When A panics, B is dropped unrun, and B's run says so with
+/// `Err(Cancelled)` (it used to return `Ok` for a task that never ran);
+/// B's run's other tasks still run. A dropped handle upstream does the
+/// same. When A finishes, B runs and both runs are `Ok`.
+#[test]
+fn a_task_dropped_over_an_edge_from_another_run_makes_its_run_say_cancelled() {
+    common::quiet_intentional_panics("A fails on purpose");
+    within("edges between runs", Duration::from_secs(60), || {
+        let pool = Arc::new(Pool::builder().num_threads(2).build().unwrap());
+        for a_fails in [true, false] {
+            let (b_ran, other_ran) = (
+                Arc::new(AtomicBool::new(false)),
+                Arc::new(AtomicBool::new(false)),
+            );
+            let mut a = TaskRef::from_fn(move |_| {
+                std::thread::sleep(Duration::from_millis(20));
+                if a_fails {
+                    panic!("A fails on purpose");
+                }
+            });
+            let flag = b_ran.clone();
+            let b = TaskRef::from_fn(move |_| flag.store(true, Ordering::Relaxed));
+            let flag = other_ran.clone();
+            let other = TaskRef::from_fn(move |_| flag.store(true, Ordering::Relaxed));
+            a.precede(&b).unwrap();
+            let second = {
+                let pool = pool.clone();
+                std::thread::spawn(move || pool.run_cancellable([b, other]))
+            };
+            let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pool.run_cancellable([a])
+            }));
+            let second = second.join().unwrap();
+            assert!(
+                other_ran.load(Ordering::Relaxed),
+                "B's run's other task ran"
+            );
+            if a_fails {
+                assert!(first.is_err(), "A's panic is resumed in A's run");
+                assert!(!b_ran.load(Ordering::Relaxed));
+                assert_eq!(second, Err(Cancelled), "B's run says B was dropped");
+            } else {
+                assert_eq!(first.ok(), Some(Ok(())));
+                assert!(b_ran.load(Ordering::Relaxed));
+                assert_eq!(second, Ok(()));
+            }
+        }
+        // A dropped handle upstream: B never runs, and its run says so.
+        let a = TaskRef::from_fn(|_| {});
+        let mut before = a;
+        let b = TaskRef::from_fn(|_| panic!("B must not run"));
+        before.precede(&b).unwrap();
+        drop(before);
+        assert_eq!(pool.run_cancellable([b]), Err(Cancelled));
+    });
+}

@@ -56,7 +56,10 @@ impl Pool {
     /// through a scope or run it is nested in. Then `Err(Cancelled)`, once
     /// every task ran or was dropped unrun (not-started tasks are dropped,
     /// and with them what their closures own). A panic is resumed as
-    /// `run` does.
+    /// `run` does. A task dropped because a task before it failed, in
+    /// this run or in another one an edge comes from, or had its handle
+    /// dropped, also makes it `Err(Cancelled)` (the run's other tasks
+    /// still run).
     ///
     /// ```
     /// use sixfold::TaskRef;
@@ -278,10 +281,11 @@ fn with_token(group: Group, token: Option<CancelToken>) -> Group {
 }
 
 /// Resume the first panic of a finished group, if it had one; else say
-/// whether it was cancelled.
+/// whether it was cancelled or had a node dropped unrun (over an edge from
+/// a failed node, perhaps of another run).
 fn resume_panic(group: Group) -> bool {
     if let Some(payload) = group.take_panic() {
         unwind::resume_unwinding(payload);
     }
-    group.is_cancelled()
+    group.is_cancelled() || group.dropped_nodes()
 }

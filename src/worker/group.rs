@@ -58,6 +58,9 @@ pub(crate) struct Group {
     completion: CachePadded<Completion>,
     /// Set by the first panic (or a cancel): not-started nodes are skipped.
     cancelled: AtomicBool,
+    /// Set when a node was dropped unrun over a failed predecessor
+    /// (`node_dropped`).
+    dropped_nodes: AtomicBool,
     /// The structured group whose task or body made this one (null if
     /// none): cancelling it cancels this one too (oneTBB's nested
     /// contexts). It outlives this group: this group's waiter runs inside
@@ -82,6 +85,7 @@ impl Group {
         Group {
             completion: CachePadded::new(Completion::Structured(latch)),
             cancelled: AtomicBool::new(false),
+            dropped_nodes: AtomicBool::new(false),
             parent: AtomicPtr::new(std::ptr::null_mut()),
             external: None,
             panic: Mutex::new(None),
@@ -95,6 +99,7 @@ impl Group {
         Group {
             completion: CachePadded::new(Completion::Static(IdleCounter::new())),
             cancelled: AtomicBool::new(false),
+            dropped_nodes: AtomicBool::new(false),
             parent: AtomicPtr::new(std::ptr::null_mut()),
             external: None,
             panic: Mutex::new(None),
@@ -225,6 +230,21 @@ impl Group {
 
     pub(crate) fn cancel(&self) {
         self.cancelled.store(true, Ordering::Relaxed);
+    }
+
+    /// A node of this group was dropped unrun because a node it waited
+    /// for failed or was dropped, perhaps in another run (an edge between
+    /// two runs). The run then says so (`run_cancellable`:
+    /// `Err(Cancelled)`) instead of `Ok` for work that never ran; its
+    /// other nodes are not cancelled by it.
+    pub(crate) fn node_dropped(&self) {
+        self.dropped_nodes.store(true, Ordering::Relaxed);
+    }
+
+    /// Did a node of this group get dropped unrun (`node_dropped`)? Read
+    /// by the waiter after the group is done.
+    pub(crate) fn dropped_nodes(&self) -> bool {
+        self.dropped_nodes.load(Ordering::Relaxed)
     }
 
     /// Keep the first panic and, under oneTBB's contract, cancel the nodes

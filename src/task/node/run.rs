@@ -149,6 +149,7 @@ pub(super) fn release_hold(node: NonNull<Header>) -> Option<ReadyNode> {
 pub(super) fn cancel_chain(first: NonNull<Header>) {
     let mut ready = vec![first];
     while let Some(node) = ready.pop() {
+        note_dropped(node);
         // SAFETY: we own `node` (its pending count reached zero), and no
         // predecessor points at it any more.
         let remains = unsafe { free_node(node) };
@@ -159,6 +160,20 @@ pub(super) fn cancel_chain(first: NonNull<Header>) {
             }
         }
         remains.release_unit();
+    }
+}
+
+/// A node about to be completed unrun: if a failed predecessor cancelled
+/// it (its own flag), its run hears of it (`Group::node_dropped`).
+fn note_dropped(node: NonNull<Header>) {
+    let header = header(node);
+    if header.cancelled.load(Ordering::Relaxed) {
+        // SAFETY: a submitted node's group lives until the node's
+        // unit-holding descendant finishes, which is after this node is
+        // freed; a never-submitted node has none.
+        if let Some(group) = unsafe { header.group.load(Ordering::Relaxed).as_ref() } {
+            group.node_dropped();
+        }
     }
 }
 
@@ -304,8 +319,11 @@ unsafe fn execute_node(mut node: NonNull<Header>, worker: &WorkerThread) -> Opti
             Some(group) if !header.cancelled.load(Ordering::Relaxed) && !group.is_cancelled() => {
                 group
             }
-            // SAFETY: we own the node.
-            _ => return unsafe { complete(node, worker, true, None) },
+            _ => {
+                note_dropped(node);
+                // SAFETY: we own the node.
+                return unsafe { complete(node, worker, true, None) };
+            }
         };
         loop {
             // SAFETY: we own the node; the vtable matches its body type.
