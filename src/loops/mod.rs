@@ -60,7 +60,7 @@ use std::sync::{Arc, OnceLock};
 fn on_a_worker<R: Send>(f: impl FnOnce(&WorkerThread) -> R + Send) -> R {
     match WorkerThread::current() {
         Some(worker) => f(worker),
-        None => global_registry().in_worker(f),
+        None => global_registry().in_worker_for_loop(f),
     }
 }
 

@@ -37,7 +37,8 @@ impl Pool {
     where
         F: Fn(Range<usize>) + Sync + Send,
     {
-        self.install(|| loops::for_range(range, body))
+        self.registry()
+            .in_worker_for_loop(|_| loops::for_range(range, body))
     }
 
     /// [`for_range_with`](crate::loops::for_range_with) in this pool.
@@ -58,7 +59,8 @@ impl Pool {
     ) where
         F: Fn(Range<usize>) + Sync + Send,
     {
-        self.install(|| loops::for_range_with(range, partitioner, body))
+        self.registry()
+            .in_worker_for_loop(|_| loops::for_range_with(range, partitioner, body))
     }
 
     /// [`for_each_index`](crate::loops::for_each_index) in this pool.
@@ -74,7 +76,8 @@ impl Pool {
     where
         F: Fn(usize) + Sync + Send,
     {
-        self.install(|| loops::for_each_index(range, body))
+        self.registry()
+            .in_worker_for_loop(|_| loops::for_each_index(range, body))
     }
 
     /// [`for_chunks`](crate::loops::for_chunks) in this pool.
@@ -92,7 +95,8 @@ impl Pool {
         T: Sync,
         F: Fn(&[T], usize) + Sync + Send,
     {
-        self.install(|| loops::for_chunks(slice, body))
+        self.registry()
+            .in_worker_for_loop(|_| loops::for_chunks(slice, body))
     }
 
     /// [`for_chunks_with`](crate::loops::for_chunks_with) in this pool.
@@ -113,7 +117,8 @@ impl Pool {
         T: Sync,
         F: Fn(&[T], usize) + Sync + Send,
     {
-        self.install(|| loops::for_chunks_with(slice, partitioner, body))
+        self.registry()
+            .in_worker_for_loop(|_| loops::for_chunks_with(slice, partitioner, body))
     }
 
     /// [`for_chunks_mut`](crate::loops::for_chunks_mut) in this pool.
@@ -131,7 +136,8 @@ impl Pool {
         T: Send,
         F: Fn(&mut [T], usize) + Sync + Send,
     {
-        self.install(|| loops::for_chunks_mut(slice, body))
+        self.registry()
+            .in_worker_for_loop(|_| loops::for_chunks_mut(slice, body))
     }
 
     /// [`for_chunks_mut_with`](crate::loops::for_chunks_mut_with) in this pool.
@@ -154,7 +160,8 @@ impl Pool {
         T: Send,
         F: Fn(&mut [T], usize) + Sync + Send,
     {
-        self.install(|| loops::for_chunks_mut_with(slice, partitioner, body))
+        self.registry()
+            .in_worker_for_loop(|_| loops::for_chunks_mut_with(slice, partitioner, body))
     }
 
     /// [`for_tiles`](crate::loops::for_tiles) in this pool.
@@ -170,7 +177,8 @@ impl Pool {
     where
         F: Fn(Range2d) + Sync + Send,
     {
-        self.install(|| loops::for_tiles(range, body))
+        self.registry()
+            .in_worker_for_loop(|_| loops::for_tiles(range, body))
     }
 
     /// [`for_tiles_with`](crate::loops::for_tiles_with) in this pool.
@@ -189,7 +197,8 @@ impl Pool {
     ) where
         F: Fn(Range2d) + Sync + Send,
     {
-        self.install(|| loops::for_tiles_with(range, partitioner, body))
+        self.registry()
+            .in_worker_for_loop(|_| loops::for_tiles_with(range, partitioner, body))
     }
 
     /// [`reduce`](crate::loops::reduce) in this pool.
@@ -205,7 +214,8 @@ impl Pool {
         M: Fn(Range<usize>, T) -> T + Sync + Send,
         C: Fn(T, T) -> T + Sync + Send,
     {
-        self.install(|| loops::reduce(range, identity, map, combine))
+        self.registry()
+            .in_worker_for_loop(|_| loops::reduce(range, identity, map, combine))
     }
 
     /// [`reduce_with`](crate::loops::reduce_with) in this pool.
@@ -228,7 +238,8 @@ impl Pool {
         M: Fn(Range<usize>, T) -> T + Sync + Send,
         C: Fn(T, T) -> T + Sync + Send,
     {
-        self.install(|| loops::reduce_with(range, partitioner, identity, map, combine))
+        self.registry()
+            .in_worker_for_loop(|_| loops::reduce_with(range, partitioner, identity, map, combine))
     }
 
     /// [`reduce_deterministic`](crate::loops::reduce_deterministic) in this pool.
@@ -253,6 +264,8 @@ impl Pool {
         M: Fn(Range<usize>, T) -> T + Sync + Send,
         C: Fn(T, T) -> T + Sync + Send,
     {
-        self.install(|| loops::reduce_deterministic(range, grain, identity, map, combine))
+        self.registry().in_worker_for_loop(|_| {
+            loops::reduce_deterministic(range, grain, identity, map, combine)
+        })
     }
 }

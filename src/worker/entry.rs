@@ -58,6 +58,25 @@ unsafe impl Send for CancelContext {}
 /// A closure to run on a worker (`install`): the plain entry.
 struct OnAWorker<F>(F);
 
+/// A parallel loop's entry from outside every pool: as `OnAWorker`, but
+/// the entry job wakes every sleeping worker at once. The loop will cut
+/// work for all of them; woken together, they are searching when the
+/// first cut lands, instead of each waiting for the wake-up of the one
+/// before (the entry wakes one worker, whose first cut wakes the next).
+struct LoopEntry<F>(F);
+
+impl<R: Send, F: FnOnce(&WorkerThread) -> R + Send> Entry for LoopEntry<F> {
+    type Output = R;
+
+    fn on_worker(self, worker: &WorkerThread) -> R {
+        (self.0)(worker)
+    }
+
+    fn blocking_outside(self, registry: &Arc<Registry>) -> R {
+        registry.in_worker_cold_waking(move |worker| self.on_worker(worker), registry.num_threads())
+    }
+}
+
 impl<R: Send, F: FnOnce(&WorkerThread) -> R + Send> Entry for OnAWorker<F> {
     type Output = R;
 
@@ -87,6 +106,16 @@ impl Registry {
         R: Send,
     {
         self.enter(OnAWorker(f))
+    }
+
+    /// `in_worker` for a parallel loop (`LoopEntry`): from outside every
+    /// pool, the entry wakes every sleeper.
+    pub(crate) fn in_worker_for_loop<R, F>(self: &Arc<Self>, f: F) -> R
+    where
+        F: FnOnce(&WorkerThread) -> R + Send,
+        R: Send,
+    {
+        self.enter(LoopEntry(f))
     }
 
     /// `f` from a worker of another pool: it keeps running its own pool's
@@ -126,13 +155,22 @@ impl Registry {
         F: FnOnce(&WorkerThread) -> R + Send,
         R: Send,
     {
+        self.in_worker_cold_waking(f, 1)
+    }
+
+    /// `in_worker_cold`, waking up to `workers` sleepers for the entry.
+    fn in_worker_cold_waking<R, F>(self: &Arc<Self>, f: F, workers: usize) -> R
+    where
+        F: FnOnce(&WorkerThread) -> R + Send,
+        R: Send,
+    {
         let job = StackJob::new(
             || f(WorkerThread::current().expect("run by a worker")),
             CountLatch::for_thread(),
         );
         // SAFETY: `job` stays on this frame until its latch is set.
         let job_ref = unsafe { job.as_job_ref(region::outside_current()) };
-        self.inject_entry(job_ref);
+        self.inject_entry_waking(job_ref, workers);
         job.latch().wait_blocking();
         job.into_result()
     }

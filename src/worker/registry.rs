@@ -391,8 +391,14 @@ impl<W: Runner> Registry<W> {
     /// Push a job that a thread outside the pool blocks on to the shared
     /// queue's entry lane, which every wait of the pool may take from.
     pub(crate) fn inject_entry(self: &Arc<Self>, job: JobRef<W>) {
+        self.inject_entry_waking(job, 1);
+    }
+
+    /// `inject_entry`, waking up to `workers` sleepers: for an entry that
+    /// will cut work for them all (a loop's).
+    pub(crate) fn inject_entry_waking(self: &Arc<Self>, job: JobRef<W>, workers: usize) {
         let was_empty = self.shared.push_entry(job);
-        self.sleep.new_injected_jobs(1, was_empty);
+        self.sleep.new_injected_jobs(workers.max(1), was_empty);
         self.start_drainer_if_needed();
     }
 
