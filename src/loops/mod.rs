@@ -122,7 +122,7 @@ where
         Partitioner::Auto { min_grain } => Some(split_and_run(
             worker,
             range,
-            Auto::new(workers, min_grain),
+            Auto::new(workers, min_grain, len),
             false,
             leaf,
             combine,

@@ -39,11 +39,12 @@ pub enum Partitioner<'a> {
     /// A few pieces per worker, a stolen piece cut further, never below
     /// `min_grain` elements (oneTBB's `auto_partitioner`, rayon's adaptive
     /// splitter). A piece runs in up to 16 consecutive calls of the body
-    /// (fewer if `min_grain` or a 2-D range's row grain says so; a 2-D
-    /// piece is cut across its rows only, so its rows stay whole); when a
-    /// worker of the pool is idle between two calls, half of the rest is
-    /// offered to it, as oneTBB's auto partitioner does for demand. That
-    /// evens out the end of an unbalanced loop.
+    /// (fewer if `min_grain`, a 2-D range's row grain or the loop's length
+    /// says so; these calls cut a 2-D piece across its rows only, so its
+    /// rows stay whole); when a worker of the pool is idle between two
+    /// calls, half of the rest is offered to it, cut as a stolen piece is,
+    /// as oneTBB's auto partitioner does for demand. That evens out the
+    /// end of an unbalanced loop.
     Auto {
         /// The smallest piece worth cutting off.
         min_grain: usize,

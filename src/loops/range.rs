@@ -84,10 +84,12 @@ impl LoopRange for Range<usize> {
 }
 
 /// A 2-D block of `rows` x `cols`, for matrices, images and stencils: the
-/// loop body gets tiles of it. A tile is cut across its longer side
-/// (relative to that side's grain) as long as that side is longer than its
-/// grain, so tiles stay close to square and at least `row_grain` x
-/// `col_grain` (except at the edges of a small range).
+/// loop body gets tiles of it. A tile is cut in halves across its longer
+/// side (relative to that side's grain) as long as a side is longer than
+/// its grain (oneTBB's `blocked_range2d`), so tiles stay close to square,
+/// and a side cut as far as it goes (`Simple`) ends between half its grain
+/// and its grain: with sides that are the grain times a power of two,
+/// exactly the grain.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -124,7 +126,10 @@ impl Range2d {
         }
     }
 
-    /// Tiles are not cut below `rows` x `cols` (a grain of 0 means 1).
+    /// A side is cut only while it is longer than its grain (`rows` or
+    /// `cols`; 0 means 1), so no side is cut below half its grain (and
+    /// none below its grain when the block's sides are the grain times a
+    /// power of two, as in the example).
     ///
     /// ```
     /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();

@@ -18,11 +18,15 @@
 //! worker's deque is empty). On demand the rest is cut as a stolen
 //! piece would be, so the idle worker gets half of it at once instead of
 //! waiting for the piece to end: that is what evens out the end of an
-//! unbalanced loop. Looking costs two loads a part. A budget of such
-//! demand cuts (`probes`), spent along a chain of pieces and refilled by a
-//! real steal, bounds the cutting when the idle worker cannot take the
-//! work (it waits in another isolated region): without it the piece would
-//! be cut down to its grain.
+//! unbalanced loop. Looking costs two loads a part. Two bounds keep the
+//! cutting in check when idle workers are always there (a pool with more
+//! threads than the work keeps busy, or an idle worker that cannot take
+//! the work because it waits in another isolated region): a part is at
+//! least `1 / (2 * PROBE_PARTS * workers)` of the whole loop (a leaf of
+//! an undisturbed loop, `1 / (2 * workers)` of it, still gets its 16
+//! parts; the many small pieces of a pool with many idle workers get few
+//! or none), and a budget of demand cuts (`probes`), spent along each
+//! chain of pieces, stops a chain from being cut down to its grain.
 //!
 //! Invariant: every element of the range reaches exactly one leaf, and the
 //! leaves combine in range order.
@@ -58,21 +62,25 @@ pub(crate) trait Splitter: Copy + Send + Sync {
 }
 
 /// Adaptive: `cuts` left in the budget, pieces of at least `min_grain`,
-/// `probes` demand cuts left.
+/// parts of a leaf of at least `min_part` elements, `probes` demand cuts
+/// left.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Auto {
     cuts: usize,
     workers: usize,
     min_grain: usize,
+    min_part: usize,
     probes: u8,
 }
 
 impl Auto {
-    pub(crate) fn new(workers: usize, min_grain: usize) -> Auto {
+    /// The splitter of a loop over `len` elements on `workers` workers.
+    pub(crate) fn new(workers: usize, min_grain: usize, len: usize) -> Auto {
         Auto {
             cuts: workers,
             workers,
             min_grain: min_grain.max(1),
+            min_part: len / (2 * PROBE_PARTS * workers.max(1)),
             probes: PROBE_BUDGET,
         }
     }
@@ -84,18 +92,14 @@ impl Splitter for Auto {
         if !range.divisible() || range.elements() / 2 < self.min_grain {
             return None;
         }
-        let (cuts, probes) = if stolen {
-            (self.workers.max(self.cuts / 2), PROBE_BUDGET)
+        let cuts = if stolen {
+            self.workers.max(self.cuts / 2)
         } else if self.cuts > 0 {
-            (self.cuts / 2, self.probes)
+            self.cuts / 2
         } else {
             return None;
         };
-        Some(Auto {
-            cuts,
-            probes,
-            ..self
-        })
+        Some(Auto { cuts, ..self })
     }
 
     #[inline]
@@ -207,11 +211,12 @@ where
 {
     let outer = range.outer_len();
     // A part: a sixteenth of the leaf, but no less than the grain along
-    // the outer dimension, nor than `min_grain` elements.
+    // the outer dimension, nor than `min_grain` or `min_part` elements.
     let per_outer = (range.elements() / outer.max(1)).max(1);
     let step = (outer / PROBE_PARTS)
         .max(range.outer_grain())
         .max(demand_cut.min_grain.div_ceil(per_outer))
+        .max(demand_cut.min_part.div_ceil(per_outer))
         .max(1);
     let mut rest = range;
     let mut done: Option<T> = None;
@@ -273,10 +278,10 @@ mod tests {
     #[test]
     fn auto_cuts_a_few_pieces_per_worker_and_no_piece_below_the_grain() {
         let mut out = Vec::new();
-        leaves(0..1000, Auto::new(4, 1), &mut out);
+        leaves(0..1000, Auto::new(4, 1, 1000), &mut out);
         assert_eq!(out.len(), 8, "{out:?}");
         out.clear();
-        leaves(0..1000, Auto::new(4, 300), &mut out);
+        leaves(0..1000, Auto::new(4, 300, 1000), &mut out);
         assert_eq!(out.len(), 2, "{out:?}");
     }
 
