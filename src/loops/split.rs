@@ -40,8 +40,8 @@ use crate::worker::thread::WorkerThread;
 /// between them (fewer if the grain says so).
 const PROBE_PARTS: usize = 16;
 
-/// Demand cuts along one chain of pieces before a real steal refills the
-/// budget.
+/// Demand cuts along one chain of pieces (a loop's pieces and the pieces
+/// cut from them, stolen or not).
 const PROBE_BUDGET: u8 = 6;
 
 /// When to cut a range in halves, and how a piece left uncut runs. Two
