@@ -52,13 +52,18 @@ pub(crate) trait Splitter: Copy + Send + Sync {
     /// Cut `range`? If so, the splitter each half carries on with.
     fn cut<R: LoopRange>(self, range: &R, stolen: bool) -> Option<Self>;
 
-    /// Run a piece `cut` left whole.
+    /// Run a piece `cut` left whole: by default, the leaf on all of it.
+    #[inline]
     fn run_leaf<R, T, L, C>(self, worker: &WorkerThread, range: R, leaf: &L, combine: &C) -> T
     where
         R: LoopRange,
         T: Send,
         L: Fn(R) -> T + Sync,
-        C: Fn(T, T) -> T + Sync;
+        C: Fn(T, T) -> T + Sync,
+    {
+        let _ = (worker, combine);
+        leaf(range)
+    }
 }
 
 /// Adaptive: `cuts` left in the budget, pieces of at least `min_grain`,
@@ -141,17 +146,6 @@ impl Splitter for Fixed {
     #[inline]
     fn cut<R: LoopRange>(self, range: &R, _stolen: bool) -> Option<Fixed> {
         (range.divisible() && range.elements() > self.grain).then_some(self)
-    }
-
-    #[inline]
-    fn run_leaf<R, T, L, C>(self, _: &WorkerThread, range: R, leaf: &L, _: &C) -> T
-    where
-        R: LoopRange,
-        T: Send,
-        L: Fn(R) -> T + Sync,
-        C: Fn(T, T) -> T + Sync,
-    {
-        leaf(range)
     }
 }
 
