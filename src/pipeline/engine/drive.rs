@@ -226,5 +226,8 @@ pub(super) unsafe fn run_chain(slot: NonNull<()>, worker: &WorkerThread) -> Opti
     let _inside = worker.registry().busy_inside(worker.index(), engine.cast());
     // SAFETY: as above; the job runs once per push, so we own the chain
     // from its head on.
-    unsafe { (*engine).drive(Owned::claim(slot), worker) }
+    let head = unsafe { Owned::claim(slot) };
+    head.state().lent_on_deque.set(false);
+    // SAFETY: as above.
+    unsafe { (*engine).drive(head, worker) }
 }

@@ -97,6 +97,7 @@ impl<'a> Engine<'a> {
         let on_deque = if worker.has_offer_out() {
             // An outer lend of ours is out (we run inside its body): this
             // one goes to the deque, as plain rule 6 work.
+            head.state().lent_on_deque.set(true);
             worker.push_quiet(job);
             Some(job)
         } else {
@@ -147,8 +148,21 @@ impl<'a> Engine<'a> {
                 back
             }
             Some(job) => match worker.pop_own() {
-                Some(popped) if popped.same_job(&job) => {
+                // Our job if the slot's chain has not run since the lend:
+                // if it has (a thief, or a wait inside the body, ran it),
+                // the same slot may be back on this deque as a new job.
+                // SAFETY: we popped a job of `head`: whichever it is, the
+                // slot is ours to read until we push it back or run it.
+                Some(popped)
+                    if popped.same_job(&job)
+                        && unsafe { self.claim(lent.head) }.state().lent_on_deque.get() =>
+                {
                     popped.discard();
+                    // SAFETY: ours again: nobody ran the lent job.
+                    unsafe { self.claim(lent.head) }
+                        .state()
+                        .lent_on_deque
+                        .set(false);
                     true
                 }
                 other => {

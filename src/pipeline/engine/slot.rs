@@ -54,6 +54,12 @@ pub(super) struct SlotState {
     pub(super) waiting: Cell<bool>,
     /// This item's stage work is timed (one in `SAMPLE_EVERY`).
     pub(super) sampled: Cell<bool>,
+    /// The chain this slot heads went to the lender's deque (`lend`) and
+    /// its job has not run since: set by the lender, cleared by every run
+    /// of a chain job that this slot heads. `reclaim` tells by it its own
+    /// job from a later job of the same slot (the lent chain ran, and the
+    /// slot came back to this deque as a new job).
+    pub(super) lent_on_deque: Cell<bool>,
 }
 
 impl SlotState {
@@ -69,6 +75,7 @@ impl SlotState {
             work_ns: Cell::new(0),
             waiting: Cell::new(false),
             sampled: Cell::new(false),
+            lent_on_deque: Cell::new(false),
         }
     }
 }
