@@ -55,33 +55,31 @@ struct CancelContext(*const Group);
 // is running, which waits in `in_worker_cross` until the entry is done.
 unsafe impl Send for CancelContext {}
 
-/// A closure to run on a worker (`install`): the plain entry.
-struct OnAWorker<F>(F);
-
-/// A parallel loop's entry from outside every pool: as `OnAWorker`, but
-/// the entry job wakes every sleeping worker at once. The loop will cut
-/// work for all of them; woken together, they are searching when the
-/// first cut lands, instead of each waiting for the wake-up of the one
-/// before (the entry wakes one worker, whose first cut wakes the next).
-struct LoopEntry<F>(F);
-
-impl<R: Send, F: FnOnce(&WorkerThread) -> R + Send> Entry for LoopEntry<F> {
-    type Output = R;
-
-    fn on_worker(self, worker: &WorkerThread) -> R {
-        (self.0)(worker)
-    }
-
-    fn blocking_outside(self, registry: &Arc<Registry>) -> R {
-        registry.in_worker_cold_waking(move |worker| self.on_worker(worker), registry.num_threads())
-    }
+/// A closure to run on a worker (`install`): the plain entry. From
+/// outside every pool its entry job wakes one sleeper, or, for a parallel
+/// loop (`wake_all`), every sleeper at once: the loop will cut work for
+/// all of them, and woken together they are searching when the first cut
+/// lands, instead of each waiting for the wake-up of the one before (the
+/// entry wakes one worker, whose first cut wakes the next).
+struct OnAWorker<F> {
+    f: F,
+    wake_all: bool,
 }
 
 impl<R: Send, F: FnOnce(&WorkerThread) -> R + Send> Entry for OnAWorker<F> {
     type Output = R;
 
     fn on_worker(self, worker: &WorkerThread) -> R {
-        (self.0)(worker)
+        (self.f)(worker)
+    }
+
+    fn blocking_outside(self, registry: &Arc<Registry>) -> R {
+        let wake = if self.wake_all {
+            registry.num_threads()
+        } else {
+            1
+        };
+        registry.in_worker_cold_waking(move |worker| self.on_worker(worker), wake)
     }
 }
 
@@ -105,17 +103,17 @@ impl Registry {
         F: FnOnce(&WorkerThread) -> R + Send,
         R: Send,
     {
-        self.enter(OnAWorker(f))
+        self.enter(OnAWorker { f, wake_all: false })
     }
 
-    /// `in_worker` for a parallel loop (`LoopEntry`): from outside every
-    /// pool, the entry wakes every sleeper.
+    /// `in_worker` for a parallel loop: from outside every pool, the
+    /// entry wakes every sleeper (`OnAWorker::wake_all`).
     pub(crate) fn in_worker_for_loop<R, F>(self: &Arc<Self>, f: F) -> R
     where
         F: FnOnce(&WorkerThread) -> R + Send,
         R: Send,
     {
-        self.enter(LoopEntry(f))
+        self.enter(OnAWorker { f, wake_all: true })
     }
 
     /// `f` from a worker of another pool: it keeps running its own pool's
