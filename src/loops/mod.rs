@@ -153,7 +153,7 @@ where
                 &range,
                 affinity.pieces(),
                 |k| affinity.planned(k),
-                placed::Placement::Preferred,
+                placed::Placement::Balanced,
                 &|k, w| affinity.ran(k, w),
                 leaf,
                 combine,

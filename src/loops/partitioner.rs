@@ -61,7 +61,8 @@ pub enum Partitioner<'a> {
     /// worker `k` is stuck (oneTBB's `static_partitioner`).
     Static,
     /// Pieces sent where they ran last time, kept in a value the caller
-    /// keeps across calls (oneTBB's `affinity_partitioner`).
+    /// keeps across calls (oneTBB's `affinity_partitioner`); a worker done
+    /// with its pieces runs a slower worker's unstarted ones.
     Affinity(&'a mut AffinityPartitioner),
 }
 
@@ -90,8 +91,11 @@ const PIECES_PER_WORKER: usize = 4;
 /// size changed) plans contiguous blocks of pieces, one block per worker,
 /// as `Static` would; every call sends piece `k` to the worker that ran it
 /// last, with a proxy on the caller's deque so that a piece whose worker is
-/// stuck is still taken, and a piece that ran elsewhere is sent there next
-/// time. (oneTBB's first call runs as `auto` and records: on an idle pool
+/// stuck is still taken, and a piece taken that way is sent to its taker
+/// next time. A worker that has run its own pieces also runs pieces of a
+/// slower worker that it has not started yet (counted in
+/// `WorkerStats::loop_parts_helped`); those go home next time, so one slow
+/// call does not move the plan. (oneTBB's first call runs as `auto` and records: on an idle pool
 /// that often runs every piece on the caller before a sleeper wakes, and a
 /// plan made of that never spreads.)
 ///
@@ -146,9 +150,11 @@ impl AffinityPartitioner {
         self.plan.len()
     }
 
-    /// The share of the last loop's pieces that ran on the worker they ran
-    /// on the time before (1.0 for a perfect replay; 0.0 when the last
-    /// loop made a new plan, having no previous worker to compare with).
+    /// The share of the last loop's pieces that ran on the worker the plan
+    /// sent them to: the worker that ran them the time before, unless a
+    /// faster worker helped with them then (1.0 for a perfect replay; 0.0
+    /// when the last loop made a new plan, having no previous worker to
+    /// compare with). A piece another worker helped with counts as moved.
     ///
     /// ```
     /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();

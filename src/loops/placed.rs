@@ -6,6 +6,18 @@
 //! caller runs its own parts in place, then waits by working until every
 //! part has run.
 //!
+//! Under `Placement::Balanced` (the affinity partitioner) a worker that has
+//! run its own parts takes the parts of another share that nobody has
+//! started yet, from that share's end, as oneTBB's affinity partitioner
+//! lets a thief take a piece: a worker slowed by other load (a shared
+//! machine's vCPU) no longer holds the whole step back. Each part has a
+//! claim flag, set once by whichever worker runs it, so a part runs exactly
+//! once however many workers reach for it. The affinity plan does not
+//! record such a help: one slow step must not move the plan, and a plan
+//! that followed every help could collapse onto one worker (a worker that
+//! starts late loses all its parts, is sent none the next time, and never
+//! gets them back).
+//!
 //! The parts live in one array owned by this call; the parts for one
 //! worker travel as one job (a *share*), which releases one unit of the
 //! call's latch as its very last act: the caller returns (and frees the
@@ -21,14 +33,20 @@ use parking_lot::Mutex;
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What every part of one call shares (on the caller's stack).
 struct Shared<'c, R, L> {
     range: &'c R,
     parts: usize,
     leaf: &'c L,
-    /// Told which worker ran part `k` (the affinity partitioner's record).
+    /// Told which worker ran part `k` (the affinity partitioner's record),
+    /// unless a helper ran it.
     ran: &'c (dyn Fn(usize, usize) + Sync),
+    /// Every part, grouped by the worker it is sent to, each share in order.
+    order: &'c [usize],
+    /// Whether a worker out of parts takes others' unstarted ones.
+    balanced: bool,
     latch: CountLatch,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
 }
@@ -37,6 +55,8 @@ struct Shared<'c, R, L> {
 struct Part<'c, R, T, L> {
     shared: &'c Shared<'c, R, L>,
     index: usize,
+    /// Set by the one worker that runs the part.
+    claimed: AtomicBool,
     /// Written once by the part's job, read by the caller after the latch.
     result: UnsafeCell<Option<T>>,
 }
@@ -47,10 +67,21 @@ where
     T: Send,
     L: Fn(R) -> T + Sync,
 {
-    /// Run the part on `worker`; catch a panic.
-    fn run(&self, worker: &WorkerThread) {
+    /// Run the part on `worker` unless another worker has claimed it; catch
+    /// a panic. `helping`: `worker` is not the one the part was sent to.
+    fn run(&self, worker: &WorkerThread, helping: bool) {
+        // Relaxed: the swap's atomicity alone makes the claim exclusive; the
+        // part's inputs were published with its job (or are the caller's
+        // own), and its result reaches the caller through the latch.
+        if self.claimed.swap(true, Ordering::Relaxed) {
+            return;
+        }
         let shared = self.shared;
-        (shared.ran)(self.index, worker.index());
+        if helping {
+            worker.counters().loop_part_helped();
+        } else {
+            (shared.ran)(self.index, worker.index());
+        }
         let range = shared.range.part(self.index, shared.parts);
         match unwind::halt_unwinding(|| (shared.leaf)(range)) {
             // SAFETY: only this part's single run writes the cell, and the
@@ -89,8 +120,9 @@ where
         // SAFETY: per the contract, live until the release below.
         let share = unsafe { this.cast::<Self>().as_ref() };
         for &index in share.indices {
-            share.parts[index].run(worker);
+            share.parts[index].run(worker, false);
         }
+        help_others(share.parts, worker);
         worker.note_loop_share();
         let latch = &share.parts[share.indices[0]].shared.latch;
         // SAFETY: the latch counts this share's unit; the last touch of the
@@ -100,11 +132,33 @@ where
     }
 }
 
+/// Under `Placement::Balanced`, run the parts of other shares that nobody
+/// has started, each share's last part first (its owner works from the
+/// front, so the two meet in the middle). A no-op otherwise.
+fn help_others<R, T, L>(parts: &[Part<'_, R, T, L>], worker: &WorkerThread)
+where
+    R: LoopRange,
+    T: Send,
+    L: Fn(R) -> T + Sync,
+{
+    let Some(first) = parts.first() else { return };
+    let shared = first.shared;
+    if !shared.balanced {
+        return;
+    }
+    for &index in shared.order.iter().rev() {
+        parts[index].run(worker, true);
+    }
+}
+
 /// How a planned part reaches its worker.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Placement {
     /// Mailbox plus a proxy: another worker takes it if its worker is stuck.
     Preferred,
+    /// As `Preferred`, and a worker that has run its own parts runs others'
+    /// unstarted ones (the affinity partitioner).
+    Balanced,
     /// Mailbox only: it runs on its worker and nowhere else, after the
     /// tasks in that worker's deque, the caller's own part too (a
     /// broadcast).
@@ -132,11 +186,17 @@ where
     C: Fn(T, T) -> T + Sync,
 {
     let registry = worker.registry();
+    let workers = registry.num_slots();
+    // The parts by worker, each worker's in order.
+    let mut order: Vec<usize> = (0..parts).collect();
+    order.sort_by_key(|&k| target(k) % workers);
     let shared = Shared {
         range,
         parts,
         leaf,
         ran,
+        order: &order,
+        balanced: placement == Placement::Balanced,
         latch: CountLatch::for_worker(registry.wake_owner(worker.index())),
         panic: Mutex::new(None),
     };
@@ -144,17 +204,14 @@ where
         .map(|index| Part {
             shared: &shared,
             index,
+            claimed: AtomicBool::new(false),
             result: UnsafeCell::new(None),
         })
         .collect();
     let here = worker.index();
-    let workers = registry.num_slots();
     // A strict part for us goes through our mailbox too: we take it after
     // our own deque (rule 3 before rule 4), as the others do theirs.
-    let inline = |to: usize| to == here && placement == Placement::Preferred;
-    // The parts by worker, each worker's in order.
-    let mut order: Vec<usize> = (0..parts).collect();
-    order.sort_by_key(|&k| target(k) % workers);
+    let inline = |to: usize| to == here && placement != Placement::Strict;
     let shares: Vec<(usize, Share<'_, R, T, L>)> = order
         .chunk_by(|&a, &b| target(a) % workers == target(b) % workers)
         .map(|indices| {
@@ -184,7 +241,7 @@ where
             )
         };
         match placement {
-            Placement::Preferred => {
+            Placement::Preferred | Placement::Balanced => {
                 registry.route(job, Dispatch::Spawn, Some(*to), Some(worker), || {
                     SharedPlace::PLAIN
                 })
@@ -194,9 +251,10 @@ where
     }
     for (_, share) in shares.iter().filter(|(to, _)| inline(*to)) {
         for &index in share.indices {
-            all[index].run(worker);
+            all[index].run(worker, false);
         }
     }
+    help_others(&all, worker);
     if sent > 0 {
         // Our own unit: the latch is set when the others' are released too.
         // SAFETY: the latch lives on this frame until after the wait.

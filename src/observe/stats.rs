@@ -67,6 +67,7 @@ pub(crate) struct WorkerCounters {
     sleeps: AtomicU64,
     stack_guarded_waits: AtomicU64,
     proxies_claimed_from_stuck: AtomicU64,
+    loop_parts_helped: AtomicU64,
 }
 
 #[inline]
@@ -109,6 +110,12 @@ impl WorkerCounters {
         bump(&self.proxies_claimed_from_stuck, 1);
     }
 
+    /// This worker ran a part of another worker's loop share.
+    #[inline]
+    pub(crate) fn loop_part_helped(&self) {
+        bump(&self.loop_parts_helped, 1);
+    }
+
     pub(crate) fn snapshot(&self) -> WorkerStats {
         WorkerStats {
             tasks_by_rule: std::array::from_fn(|i| self.by_rule[i].load(Ordering::Relaxed)),
@@ -118,6 +125,7 @@ impl WorkerCounters {
             sleeps: self.sleeps.load(Ordering::Relaxed),
             stack_guarded_waits: self.stack_guarded_waits.load(Ordering::Relaxed),
             proxies_claimed_from_stuck: self.proxies_claimed_from_stuck.load(Ordering::Relaxed),
+            loop_parts_helped: self.loop_parts_helped.load(Ordering::Relaxed),
         }
     }
 }
@@ -145,6 +153,10 @@ pub struct WorkerStats {
     /// its mailbox, for about a millisecond (a long task, or a thread
     /// waiting for a core on a loaded machine).
     pub proxies_claimed_from_stuck: u64,
+    /// Parts of an affinity-partitioned loop, sent to another worker, that
+    /// this one ran: it had run its own parts, and that worker had not yet
+    /// started these (it was slower, or had not got a core).
+    pub loop_parts_helped: u64,
 }
 
 impl WorkerStats {
@@ -201,6 +213,7 @@ impl Stats {
                         stack_guarded_waits: now.stack_guarded_waits - before.stack_guarded_waits,
                         proxies_claimed_from_stuck: now.proxies_claimed_from_stuck
                             - before.proxies_claimed_from_stuck,
+                        loop_parts_helped: now.loop_parts_helped - before.loop_parts_helped,
                     }
                 })
                 .collect(),

@@ -274,7 +274,7 @@ impl WorkerThread {
     }
 
     #[inline]
-    fn counters(&self) -> &WorkerCounters {
+    pub(crate) fn counters(&self) -> &WorkerCounters {
         // SAFETY: points into the registry, which this worker keeps alive.
         unsafe { &*self.counters }
     }
