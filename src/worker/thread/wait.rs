@@ -45,6 +45,12 @@ use crate::queues::shared_queue::SharedQueueFlag;
 /// rounds start (`search_or_sleep`).
 const LOOP_LINGER: std::time::Duration = std::time::Duration::from_micros(200);
 
+/// While lingering, searches between two `yield_now`s: a yield is a system
+/// call of about a microsecond, which used to be most of the delay before
+/// a lingering worker saw the next share; yielding now and then still
+/// gives the core away on a busy machine.
+const LINGER_SPINS_PER_YIELD: u32 = 8;
+
 impl WorkerThread {
     /// A pool thread's main loop: work until `terminate` is set.
     pub(crate) fn serve_until(&self, terminate: &CoreLatch) {
@@ -187,6 +193,7 @@ impl WorkerThread {
             .ran_loop_share
             .replace(false)
             .then(|| std::time::Instant::now() + LOOP_LINGER);
+        let mut lingered = 0u32;
         while !latch.probe() {
             if let Some((job, rule)) = self.find_work_with(access) {
                 mailbox.set_busy();
@@ -209,7 +216,12 @@ impl WorkerThread {
                 }
             }
             if linger_until.is_some_and(|until| std::time::Instant::now() < until) {
-                std::thread::yield_now();
+                lingered += 1;
+                if lingered.is_multiple_of(LINGER_SPINS_PER_YIELD) {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
                 continue;
             }
             let before = if self.tracing { self.trace_read() } else { 0 };
