@@ -64,7 +64,7 @@ fn bench_build(name: &str, shape: Shape, ours: &Pool, theirs: &rayon::ThreadPool
     check(&ours_counters, RUNS + 1);
     check(&theirs_counters, RUNS + 1);
     println!(
-        "#   {name}: ns/node built+run+dropped: sixfold {:.1}, rayon CSR {:.1} (target ratio <= 3)",
+        "#   {name}: ns/node built+run+dropped: sixfold {:.1}, rayon CSR {:.1} (target ratio <= 2)",
         per_node(a, n),
         per_node(b, n)
     );
