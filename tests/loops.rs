@@ -9,7 +9,8 @@ mod common;
 use common::within;
 use sixfold::{AffinityPartitioner, Partitioner, Pool, Range2d, Rule};
 use std::ops::Range;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const WATCHDOG: Duration = Duration::from_secs(300);
@@ -435,6 +436,60 @@ fn affinity_lets_a_worker_done_with_its_share_run_a_slow_workers_unstarted_parts
         // The plan still names the slow worker for its parts.
         pool.install(|| pool.for_range_with(0..len, &mut affinity, |_| {}));
         assert_eq!(affinity.pieces(), 8);
+    });
+}
+
+/// A stuck worker's parts move to the worker that ran them, once: its
+/// share is taken through its proxy (after about a millisecond), and the
+/// plan then sends those parts elsewhere, as it did before workers helped
+/// each other. Worker 1 spins in a task of its own until the end; 20 loops
+/// on worker 0 must not each wait for its proxy (helped parts that the
+/// plan kept on the stuck worker made every call wait: 20 proxies taken).
+#[test]
+fn affinity_moves_a_stuck_workers_parts_once() {
+    within("the stuck worker", WATCHDOG, || {
+        let pool = common::pool(2);
+        let mut affinity = AffinityPartitioner::new();
+        let len = 8000;
+        pool.install(|| pool.for_range_with(0..len, &mut affinity, |_| {}));
+        let started = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let (s, r) = (started.clone(), release.clone());
+        pool.spawn_with_affinity(1, move || {
+            s.store(true, Ordering::Release);
+            while !r.load(Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+        })
+        .unwrap();
+        while !started.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        let before = pool.stats();
+        let mut ran_on = Vec::new();
+        for _ in 0..20 {
+            let seen: Vec<AtomicUsize> = (0..8).map(|_| AtomicUsize::new(usize::MAX)).collect();
+            pool.install(|| {
+                pool.for_range_with(0..len, &mut affinity, |r| {
+                    let worker = sixfold::current_worker().unwrap();
+                    seen[r.start / 1000].store(worker, Ordering::Relaxed);
+                })
+            });
+            ran_on = seen.iter().map(|w| w.load(Ordering::Relaxed)).collect();
+        }
+        release.store(true, Ordering::Release);
+        let stats = pool.stats().since(&before);
+        let from_stuck: u64 = stats
+            .workers
+            .iter()
+            .map(|w| w.proxies_claimed_from_stuck)
+            .sum();
+        assert!(
+            from_stuck <= 2,
+            "{from_stuck} proxies taken from the stuck worker in 20 loops"
+        );
+        assert_eq!(ran_on, vec![0; 8], "the last loop ran on worker 0 alone");
+        assert_eq!(affinity.kept_share(), 1.0, "the plan names worker 0");
     });
 }
 

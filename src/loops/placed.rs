@@ -7,22 +7,24 @@
 //! part has run.
 //!
 //! Under `Placement::Balanced` (the affinity partitioner) a worker that has
-//! run its own parts takes the parts of another share that nobody has
-//! started yet, from that share's end, as oneTBB's affinity partitioner
-//! lets a thief take a piece: a worker slowed by other load (a shared
-//! machine's vCPU) no longer holds the whole step back. Each part has a
-//! claim flag, set once by whichever worker runs it, so a part runs exactly
-//! once however many workers reach for it. The affinity plan does not
-//! record such a help: one slow step must not move the plan, and a plan
-//! that followed every help could collapse onto one worker (a worker that
-//! starts late loses all its parts, is sent none the next time, and never
-//! gets them back).
+//! run its own parts takes the unstarted parts of the share furthest
+//! behind, from that share's end, as oneTBB's affinity partitioner lets a
+//! thief take a piece: a worker slowed by other load (a shared machine's
+//! vCPU) no longer holds the whole step back. Each part is claimed once
+//! (`claimed_by`), so it runs exactly once however many workers reach for
+//! it. The affinity plan moves a helped part to its helper only when the
+//! part's own share ran through its proxy, that is when its worker was
+//! stuck (as it moves a part a proxy's taker ran); a worker merely slower
+//! this time keeps its parts. A plan that followed every help could
+//! collapse onto one worker: a worker that starts late loses all its
+//! parts, is sent none the next time, and never gets them back.
 //!
 //! The parts live in one array owned by this call; the parts for one
 //! worker travel as one job (a *share*), which releases one unit of the
 //! call's latch as its very last act: the caller returns (and frees the
-//! arrays) only once the latch is set, so no job outlives its memory. A panic in a part is kept (the first one) and resumed once every
-//! part has run: rayon's contract, as for the recursive partitioners.
+//! arrays) only once the latch is set, so no job outlives its memory. A
+//! panic in a part is kept (the first one) and resumed once every part has
+//! run: rayon's contract, as for the recursive partitioners.
 
 use super::range::LoopRange;
 use crate::platform::latch::CountLatch;
@@ -33,31 +35,39 @@ use parking_lot::Mutex;
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What every part of one call shares (on the caller's stack).
 struct Shared<'c, R, L> {
     range: &'c R,
     parts: usize,
     leaf: &'c L,
-    /// Told which worker ran part `k` (the affinity partitioner's record),
-    /// unless a helper ran it.
+    /// Told which worker ran part `k` (the affinity partitioner's record);
+    /// see `Share::execute` for a part a helper ran.
     ran: &'c (dyn Fn(usize, usize) + Sync),
     /// Every part, grouped by the worker it is sent to, each share in order.
     order: &'c [usize],
+    /// Share `s` is `order[bounds[s]..bounds[s + 1]]`.
+    bounds: &'c [usize],
     /// Whether a worker out of parts takes others' unstarted ones.
     balanced: bool,
     latch: CountLatch,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
 }
 
-/// One part: a job of its own.
+/// Marks a part nobody has claimed.
+const UNCLAIMED: usize = usize::MAX;
+
+/// One part of the range.
 struct Part<'c, R, T, L> {
     shared: &'c Shared<'c, R, L>,
     index: usize,
-    /// Set by the one worker that runs the part.
-    claimed: AtomicBool,
-    /// Written once by the part's job, read by the caller after the latch.
+    /// The worker the part is sent to.
+    home: usize,
+    /// The worker that runs the part (`UNCLAIMED`: none yet); set once.
+    claimed_by: AtomicUsize,
+    /// Written once by the worker that claimed the part, read by the
+    /// caller after the latch.
     result: UnsafeCell<Option<T>>,
 }
 
@@ -67,25 +77,40 @@ where
     T: Send,
     L: Fn(R) -> T + Sync,
 {
-    /// Run the part on `worker` unless another worker has claimed it; catch
-    /// a panic. `helping`: `worker` is not the one the part was sent to.
-    fn run(&self, worker: &WorkerThread, helping: bool) {
-        // Relaxed: the swap's atomicity alone makes the claim exclusive; the
-        // part's inputs were published with its job (or are the caller's
-        // own), and its result reaches the caller through the latch.
-        if self.claimed.swap(true, Ordering::Relaxed) {
-            return;
-        }
+    /// Claim the part for `worker`, or learn which worker had.
+    fn claim(&self, worker: usize) -> Result<(), usize> {
+        // Relaxed: the exchange alone makes the claim exclusive; the part's
+        // inputs were published with its job (or are the caller's own), and
+        // its result reaches the caller through the latch, released by
+        // whoever ran it after the write.
+        self.claimed_by
+            .compare_exchange(UNCLAIMED, worker, Ordering::Relaxed, Ordering::Relaxed)
+            .map(|_| ())
+    }
+
+    fn is_claimed(&self) -> bool {
+        self.claimed_by.load(Ordering::Relaxed) != UNCLAIMED
+    }
+
+    /// Run the part, as the worker it was sent with (its share's, or the
+    /// caller's own), and tell the plan; or, if a helper had claimed it,
+    /// say which worker that was.
+    fn run_as_sent(&self, worker: &WorkerThread) -> Result<(), usize> {
+        self.claim(worker.index())?;
+        (self.shared.ran)(self.index, worker.index());
+        self.run_claimed(worker);
+        Ok(())
+    }
+
+    /// Run the part this worker claimed; keep a panic.
+    fn run_claimed(&self, worker: &WorkerThread) {
+        debug_assert_eq!(self.claimed_by.load(Ordering::Relaxed), worker.index());
         let shared = self.shared;
-        if helping {
-            worker.counters().loop_part_helped();
-        } else {
-            (shared.ran)(self.index, worker.index());
-        }
         let range = shared.range.part(self.index, shared.parts);
         match unwind::halt_unwinding(|| (shared.leaf)(range)) {
-            // SAFETY: only this part's single run writes the cell, and the
-            // caller reads it only after the latch said the run is over.
+            // SAFETY: only the worker that claimed the part writes the cell,
+            // and the caller reads it only after the latch said every part
+            // has run.
             Ok(value) => unsafe { *self.result.get() = Some(value) },
             Err(payload) => {
                 let mut first = shared.panic.lock();
@@ -119,22 +144,31 @@ where
     unsafe fn execute(this: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
         // SAFETY: per the contract, live until the release below.
         let share = unsafe { this.cast::<Self>().as_ref() };
+        let shared = share.parts[share.indices[0]].shared;
+        // Not on its worker: taken through its proxy, its worker stuck.
+        let through_proxy = worker.index() != share.parts[share.indices[0]].home;
         for &index in share.indices {
-            share.parts[index].run(worker, false);
+            if let Err(helper) = share.parts[index].run_as_sent(worker) {
+                // A helper ran it. From a stuck worker, the part moves to
+                // its helper, as it would to the proxy's taker.
+                if through_proxy {
+                    (shared.ran)(index, helper);
+                }
+            }
         }
         help_others(share.parts, worker);
         worker.note_loop_share();
-        let latch = &share.parts[share.indices[0]].shared.latch;
         // SAFETY: the latch counts this share's unit; the last touch of the
         // call's memory (the caller may return the moment it is set).
-        unsafe { CountLatch::release(latch) };
+        unsafe { CountLatch::release(&shared.latch) };
         None
     }
 }
 
-/// Under `Placement::Balanced`, run the parts of other shares that nobody
-/// has started, each share's last part first (its owner works from the
-/// front, so the two meet in the middle). A no-op otherwise.
+/// Under `Placement::Balanced`, while some share has parts nobody has
+/// started, run the last of them in the share with the most (its worker is
+/// the furthest behind, and works from the front: the two meet in the
+/// middle). A no-op otherwise.
 fn help_others<R, T, L>(parts: &[Part<'_, R, T, L>], worker: &WorkerThread)
 where
     R: LoopRange,
@@ -146,8 +180,32 @@ where
     if !shared.balanced {
         return;
     }
-    for &index in shared.order.iter().rev() {
-        parts[index].run(worker, true);
+    loop {
+        // (unstarted parts, the last of them) of the share furthest behind.
+        let mut furthest: Option<(usize, usize)> = None;
+        for bounds in shared.bounds.windows(2) {
+            let share = &shared.order[bounds[0]..bounds[1]];
+            let mut unstarted = share.iter().filter(|&&k| !parts[k].is_claimed());
+            let Some(&last) = unstarted.next_back() else {
+                continue;
+            };
+            let count = 1 + unstarted.count();
+            if furthest.is_none_or(|(most, _)| count > most) {
+                furthest = Some((count, last));
+            }
+        }
+        let Some((_, index)) = furthest else { return };
+        let part = &parts[index];
+        if part.claim(worker.index()).is_ok() {
+            if part.home == worker.index() {
+                // Our own part, reached before our share (we ran another's
+                // share through its proxy first): no help.
+                (shared.ran)(index, worker.index());
+            } else {
+                worker.counters().loop_part_helped();
+            }
+            part.run_claimed(worker);
+        }
     }
 }
 
@@ -165,9 +223,11 @@ pub(crate) enum Placement {
     Strict,
 }
 
-/// Run `range` cut into `parts` parts, part `k` on worker `target(k)`,
-/// `ran(k, worker)` told where each ran, and combine the results left to
-/// right (`None` for no parts).
+/// Run `range` cut into `parts` parts, part `k` sent to worker
+/// `target(k)` (under `Balanced`, a faster worker may run it), `ran(k,
+/// worker)` told where each ran (a part a helper ran: only if its worker
+/// was stuck), and combine the results left to right (`None` for no
+/// parts).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_placed<R, T, L, C>(
     worker: &WorkerThread,
@@ -190,12 +250,22 @@ where
     // The parts by worker, each worker's in order.
     let mut order: Vec<usize> = (0..parts).collect();
     order.sort_by_key(|&k| target(k) % workers);
+    let mut bounds = vec![0];
+    bounds.extend(
+        order
+            .chunk_by(|&a, &b| target(a) % workers == target(b) % workers)
+            .scan(0, |end, share| {
+                *end += share.len();
+                Some(*end)
+            }),
+    );
     let shared = Shared {
         range,
         parts,
         leaf,
         ran,
         order: &order,
+        bounds: &bounds,
         balanced: placement == Placement::Balanced,
         latch: CountLatch::for_worker(registry.wake_owner(worker.index())),
         panic: Mutex::new(None),
@@ -204,7 +274,8 @@ where
         .map(|index| Part {
             shared: &shared,
             index,
-            claimed: AtomicBool::new(false),
+            home: target(index) % workers,
+            claimed_by: AtomicUsize::new(UNCLAIMED),
             result: UnsafeCell::new(None),
         })
         .collect();
@@ -212,12 +283,12 @@ where
     // A strict part for us goes through our mailbox too: we take it after
     // our own deque (rule 3 before rule 4), as the others do theirs.
     let inline = |to: usize| to == here && placement != Placement::Strict;
-    let shares: Vec<(usize, Share<'_, R, T, L>)> = order
-        .chunk_by(|&a, &b| target(a) % workers == target(b) % workers)
-        .map(|indices| {
-            let to = target(indices[0]) % workers;
+    let shares: Vec<(usize, Share<'_, R, T, L>)> = bounds
+        .windows(2)
+        .map(|share| {
+            let indices = &order[share[0]..share[1]];
             (
-                to,
+                all[indices[0]].home,
                 Share {
                     parts: &all,
                     indices,
@@ -251,7 +322,9 @@ where
     }
     for (_, share) in shares.iter().filter(|(to, _)| inline(*to)) {
         for &index in share.indices {
-            all[index].run(worker, false);
+            // A part a helper took from us stays ours in the plan: we were
+            // busy with the others.
+            let _ = all[index].run_as_sent(worker);
         }
     }
     help_others(&all, worker);

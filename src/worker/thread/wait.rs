@@ -185,7 +185,8 @@ impl WorkerThread {
         }
         // The jobs event counter when this wait last handed work on.
         let mut passed_on_at = None;
-        // After a loop share: search on, yielding, for `LOOP_LINGER` before
+        // After a loop share: search on, mostly spinning (a yield every
+        // `LINGER_SPINS_PER_YIELD` searches), for `LOOP_LINGER` before
         // the sleep rounds start (the next step of an iterated loop sends
         // the next share within microseconds; waking from a real sleep
         // costs tens of them, a step's whole work in a 100 us stencil).
