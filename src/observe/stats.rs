@@ -130,8 +130,10 @@ impl WorkerCounters {
     }
 }
 
-/// What one worker did since the pool started.
+/// What one worker did since the pool started. New counters may be added:
+/// build one with `WorkerStats::default()`, not a struct literal.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WorkerStats {
     /// Tasks started, indexed by `Rule as usize` (rule number minus one).
     pub tasks_by_rule: [u64; 6],
