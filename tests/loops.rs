@@ -281,8 +281,9 @@ fn static_puts_part_k_on_worker_k() {
 /// loaded machine causes and no scheduling choice of ours does) and that
 /// the other worker did not help with (it takes a piece only once it has
 /// run its own and the piece's worker has not started it: that worker
-/// was slower, and the stats count each such piece). The pool's stats show
-/// the pieces arriving by mailbox (rule 4).
+/// was slower, and the stats count each such piece; the piece goes home
+/// the step after). The pool's stats show the pieces arriving by mailbox
+/// (rule 4).
 #[test]
 fn affinity_replays_at_least_95_percent_of_pieces_on_their_previous_worker() {
     within("the affinity loops", WATCHDOG, || {
@@ -319,7 +320,9 @@ fn affinity_replays_at_least_95_percent_of_pieces_on_their_previous_worker() {
         let stats = pool.stats().since(&before);
         let helped: u64 = stats.workers.iter().map(|w| w.loop_parts_helped).sum();
         let missed = total - (kept / STEPS as f64 * total as f64).round() as usize;
-        let unexplained = missed.saturating_sub(explained + helped as usize);
+        // A help costs up to two misses: the step it happens in, and the
+        // next, when the piece goes home.
+        let unexplained = missed.saturating_sub(explained + 2 * helped as usize);
         assert!(
             unexplained * 20 <= total,
             "{unexplained} of {total} pieces ran off their previous worker without a stuck \

@@ -441,7 +441,7 @@ pub(super) fn bench_stencil_replay(ours: &Pool, theirs: &rayon::ThreadPool) {
     line(
         "stencil_replay_kept_share",
         kept[kept.len() / 2],
-        "share of pieces on the worker of the previous step, over all steps (target >= 0.95)",
+        "share of pieces on the worker that ran them the step before, over all steps (target >= 0.95)",
     );
 }
 

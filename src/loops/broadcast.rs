@@ -94,7 +94,7 @@ where
         num_threads,
         |k| k,
         Placement::Strict,
-        &|_, _| {},
+        &|_, _, _| {},
         &leaf,
         &concat,
     )

@@ -141,7 +141,7 @@ where
             workers.min(range.max_parts()),
             |k| k,
             placed::Placement::Preferred,
-            &|_, _| {},
+            &|_, _, _| {},
             leaf,
             combine,
         ),
@@ -154,7 +154,7 @@ where
                 affinity.pieces(),
                 |k| affinity.planned(k),
                 placed::Placement::Balanced,
-                &|k, w| affinity.ran(k, w),
+                &|k, w, note| affinity.note(k, w, note),
                 leaf,
                 combine,
             )

@@ -16,6 +16,7 @@
 //! piece of a range of `len` elements on a pool of `workers`; a call with
 //! another length or pool size plans afresh.
 
+use super::placed::Note;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// How a parallel loop cuts its range and where the pieces run (oneTBB's
@@ -116,12 +117,17 @@ const PIECES_PER_WORKER: usize = 4;
 /// ```
 #[derive(Debug, Default)]
 pub struct AffinityPartitioner {
-    /// The worker that ran each piece last time.
+    /// The worker each piece goes to: the one that ran it last time, or,
+    /// if a worker helped with it, the one it went to then.
     plan: Vec<AtomicUsize>,
+    /// The worker that ran each piece last time, whoever it was sent to
+    /// (`usize::MAX`: none yet).
+    last: Vec<AtomicUsize>,
     /// The range length and pool size the plan is for.
     len: usize,
     workers: usize,
-    /// Of the last call's pieces, how many ran on their planned worker.
+    /// Of the last call's pieces, how many ran on the worker that ran them
+    /// the time before.
     kept: AtomicUsize,
     /// Whether the last call replayed a plan (false: it made one).
     replayed: bool,
@@ -151,11 +157,11 @@ impl AffinityPartitioner {
         self.plan.len()
     }
 
-    /// The share of the last loop's pieces that ran on the worker the plan
-    /// sent them to: the worker that ran them the time before, unless a
-    /// faster worker helped with them then (1.0 for a perfect replay; 0.0
-    /// when the last loop made a new plan, having no previous worker to
-    /// compare with). A piece another worker helped with counts as moved.
+    /// The share of the last loop's pieces that ran on the worker that ran
+    /// them the time before, whether it was sent them or helped with them
+    /// (1.0 for a perfect replay; 0.0 when the last loop made a new plan,
+    /// having no previous worker to compare with). A piece whose data
+    /// stayed in one core's cache counts as kept.
     ///
     /// ```
     /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
@@ -187,6 +193,7 @@ impl AffinityPartitioner {
         self.plan = (0..pieces)
             .map(|k| AtomicUsize::new(k * workers / pieces))
             .collect();
+        self.last = (0..pieces).map(|_| AtomicUsize::new(usize::MAX)).collect();
         self.replayed = false;
     }
 
@@ -195,11 +202,15 @@ impl AffinityPartitioner {
         self.plan[k].load(Ordering::Relaxed)
     }
 
-    /// Piece `k` ran on `worker`: note it for next time, and whether it ran
-    /// where it was sent.
-    pub(crate) fn ran(&self, k: usize, worker: usize) {
-        if self.plan[k].swap(worker, Ordering::Relaxed) == worker {
+    /// Piece `k` ran on `worker` (`Ran`, `Helped`), or is to go there next
+    /// time (`Moved`): count whether it ran where it ran last, and move
+    /// the plan unless a helper ran it.
+    pub(crate) fn note(&self, k: usize, worker: usize, note: Note) {
+        if note != Note::Moved && self.last[k].swap(worker, Ordering::Relaxed) == worker {
             self.kept.fetch_add(1, Ordering::Relaxed);
+        }
+        if note != Note::Helped {
+            self.plan[k].store(worker, Ordering::Relaxed);
         }
     }
 }

@@ -42,9 +42,8 @@ struct Shared<'c, R, L> {
     range: &'c R,
     parts: usize,
     leaf: &'c L,
-    /// Told which worker ran part `k` (the affinity partitioner's record);
-    /// see `Share::execute` for a part a helper ran.
-    ran: &'c (dyn Fn(usize, usize) + Sync),
+    /// Told where part `k` ran (the affinity partitioner's record).
+    ran: &'c (dyn Fn(usize, usize, Note) + Sync),
     /// Every part, grouped by the worker it is sent to, each share in order.
     order: &'c [usize],
     /// Share `s` is `order[bounds[s]..bounds[s + 1]]`.
@@ -97,7 +96,7 @@ where
     /// say which worker that was.
     fn run_as_sent(&self, worker: &WorkerThread) -> Result<(), usize> {
         self.claim(worker.index())?;
-        (self.shared.ran)(self.index, worker.index());
+        (self.shared.ran)(self.index, worker.index(), Note::Ran);
         self.run_claimed(worker);
         Ok(())
     }
@@ -152,7 +151,7 @@ where
                 // A helper ran it. From a stuck worker, the part moves to
                 // its helper, as it would to the proxy's taker.
                 if through_proxy {
-                    (shared.ran)(index, helper);
+                    (shared.ran)(index, helper, Note::Moved);
                 }
             }
         }
@@ -200,13 +199,28 @@ where
             if part.home == worker.index() {
                 // Our own part, reached before our share (we ran another's
                 // share through its proxy first): no help.
-                (shared.ran)(index, worker.index());
+                (shared.ran)(index, worker.index(), Note::Ran);
             } else {
                 worker.counters().loop_part_helped();
+                (shared.ran)(index, worker.index(), Note::Helped);
             }
             part.run_claimed(worker);
         }
     }
+}
+
+/// What `run_placed`'s `ran` is told about a part, with its index and a
+/// worker.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Note {
+    /// The part ran on this worker as sent, or through its proxy: send it
+    /// here next time.
+    Ran,
+    /// This worker helped with the part; its plan stays.
+    Helped,
+    /// The part's worker was stuck and this worker had helped with it:
+    /// send it here next time (it was told `Helped` already).
+    Moved,
 }
 
 /// How a planned part reaches its worker.
@@ -225,9 +239,8 @@ pub(crate) enum Placement {
 
 /// Run `range` cut into `parts` parts, part `k` sent to worker
 /// `target(k)` (under `Balanced`, a faster worker may run it), `ran(k,
-/// worker)` told where each ran (a part a helper ran: only if its worker
-/// was stuck), and combine the results left to right (`None` for no
-/// parts).
+/// worker, note)` told where each ran, and combine the results left to
+/// right (`None` for no parts).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_placed<R, T, L, C>(
     worker: &WorkerThread,
@@ -235,7 +248,7 @@ pub(crate) fn run_placed<R, T, L, C>(
     parts: usize,
     target: impl Fn(usize) -> usize,
     placement: Placement,
-    ran: &(dyn Fn(usize, usize) + Sync),
+    ran: &(dyn Fn(usize, usize, Note) + Sync),
     leaf: &L,
     combine: &C,
 ) -> Option<T>
