@@ -9,8 +9,7 @@ mod common;
 use common::within;
 use sixfold::{AffinityPartitioner, Partitioner, Pool, Range2d, Rule};
 use std::ops::Range;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const WATCHDOG: Duration = Duration::from_secs(300);
@@ -374,6 +373,18 @@ fn auto_cuts_a_running_piece_for_an_idle_worker() {
     });
 }
 
+/// The range the helping tests loop over: eight parts of 1,000.
+const PLANNED_LEN: usize = 8000;
+
+/// An affinity plan for `0..PLANNED_LEN` on a pool of two: parts 0..4
+/// planned for worker 0, 4..8 for worker 1.
+fn planned_on(pool: &Pool) -> AffinityPartitioner {
+    let mut affinity = AffinityPartitioner::new();
+    pool.install(|| pool.for_range_with(0..PLANNED_LEN, &mut affinity, |_| {}));
+    assert_eq!(affinity.pieces(), 8);
+    affinity
+}
+
 /// A worker that has run its share of an affinity loop runs the parts of
 /// another share that nobody has started, so that one slow worker does
 /// not hold the whole loop back; the plan still sends those parts home
@@ -387,12 +398,8 @@ fn auto_cuts_a_running_piece_for_an_idle_worker() {
 #[test]
 fn affinity_lets_a_worker_done_with_its_share_run_a_slow_workers_unstarted_parts() {
     within("the helped loop", WATCHDOG, || {
-        let pool = common::pool(2);
-        let mut affinity = AffinityPartitioner::new();
-        let len = 8000;
-        pool.install(|| pool.for_range_with(0..len, &mut affinity, |_| {}));
-        assert_eq!(affinity.pieces(), 8);
-        // Parts 0..4 are planned for worker 0, 4..8 for worker 1.
+        let (pool, len) = (common::pool(2), PLANNED_LEN);
+        let mut affinity = planned_on(&pool);
         let slow_part = |caller: usize| if caller == 0 { 4 } else { 0 };
         let helped_round = (0..20).any(|_| {
             let ran_on: Vec<AtomicUsize> = (0..8).map(|_| AtomicUsize::new(usize::MAX)).collect();
@@ -451,23 +458,9 @@ fn affinity_lets_a_worker_done_with_its_share_run_a_slow_workers_unstarted_parts
 #[test]
 fn affinity_moves_a_stuck_workers_parts_once() {
     within("the stuck worker", WATCHDOG, || {
-        let pool = common::pool(2);
-        let mut affinity = AffinityPartitioner::new();
-        let len = 8000;
-        pool.install(|| pool.for_range_with(0..len, &mut affinity, |_| {}));
-        let started = Arc::new(AtomicBool::new(false));
-        let release = Arc::new(AtomicBool::new(false));
-        let (s, r) = (started.clone(), release.clone());
-        pool.spawn_with_affinity(1, move || {
-            s.store(true, Ordering::Release);
-            while !r.load(Ordering::Acquire) {
-                std::hint::spin_loop();
-            }
-        })
-        .unwrap();
-        while !started.load(Ordering::Acquire) {
-            std::thread::yield_now();
-        }
+        let (pool, len) = (common::pool(2), PLANNED_LEN);
+        let mut affinity = planned_on(&pool);
+        let release = common::occupy_worker_1(&pool);
         let before = pool.stats();
         let mut ran_on = Vec::new();
         for _ in 0..20 {

@@ -14,31 +14,12 @@ use std::time::Duration;
 
 const WATCHDOG: Duration = Duration::from_secs(300);
 
-/// Keep worker 1 busy (a task that spins until released), so that soft
-/// affinity would let the idle worker 0 claim its tasks after 1 ms.
-fn occupy_worker_1(pool: &Pool) -> Arc<AtomicBool> {
-    let release = Arc::new(AtomicBool::new(false));
-    let started = Arc::new(AtomicBool::new(false));
-    let (r, s) = (release.clone(), started.clone());
-    pool.spawn_on(1, move || {
-        s.store(true, Ordering::SeqCst);
-        while !r.load(Ordering::SeqCst) {
-            std::hint::spin_loop();
-        }
-    })
-    .unwrap();
-    common::poll_until("worker 1 busy", Duration::from_secs(60), || {
-        started.load(Ordering::SeqCst)
-    });
-    release
-}
-
 #[test]
 fn a_hundred_thousand_strict_tasks_for_a_busy_worker_all_run_there() {
     within("the strict tasks", WATCHDOG, || {
         const TASKS: usize = 100_000;
         let pool = Pool::builder().num_threads(2).build().unwrap();
-        let release = occupy_worker_1(&pool);
+        let release = common::occupy_worker_1(&pool);
         let on_1 = Arc::new(AtomicUsize::new(0));
         let elsewhere = Arc::new(AtomicUsize::new(0));
         for _ in 0..TASKS {
@@ -70,7 +51,7 @@ fn a_hundred_thousand_strict_tasks_for_a_busy_worker_all_run_there() {
 fn strict_graph_nodes_and_pipeline_stages_wait_for_their_busy_worker() {
     within("strict nodes and stages", WATCHDOG, || {
         let pool = Arc::new(Pool::builder().num_threads(2).build().unwrap());
-        let release = occupy_worker_1(&pool);
+        let release = common::occupy_worker_1(&pool);
         let releaser = {
             let release = release.clone();
             std::thread::spawn(move || {
@@ -87,7 +68,7 @@ fn strict_graph_nodes_and_pipeline_stages_wait_for_their_busy_worker() {
         assert_eq!(ran_on.load(Ordering::SeqCst), 1, "it waited for worker 1");
         releaser.join().unwrap();
 
-        let release = occupy_worker_1(&pool);
+        let release = common::occupy_worker_1(&pool);
         let releaser = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(30));
             release.store(true, Ordering::SeqCst);

@@ -8,6 +8,8 @@
 
 use sixfold::Pool;
 use std::any::Any;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -120,4 +122,24 @@ pub fn fib_join(n: u64) -> u64 {
     }
     let (a, b) = sixfold::join(|| fib_join(n - 1), || fib_join(n - 2));
     a + b
+}
+
+/// Keep worker 1 busy (a task that spins until released): the stuck
+/// worker that soft affinity and proxies must route around. Set the flag
+/// returned to release it.
+pub fn occupy_worker_1(pool: &Pool) -> Arc<AtomicBool> {
+    let release = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicBool::new(false));
+    let (r, s) = (release.clone(), started.clone());
+    pool.spawn_on(1, move || {
+        s.store(true, Ordering::SeqCst);
+        while !r.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+    })
+    .unwrap();
+    poll_until("worker 1 busy", Duration::from_secs(60), || {
+        started.load(Ordering::SeqCst)
+    });
+    release
 }
