@@ -97,9 +97,10 @@ const PIECES_PER_WORKER: usize = 4;
 /// slower worker that it has not started yet (counted in
 /// `WorkerStats::loop_parts_helped`); those go home next time, so one slow
 /// call does not move the plan, unless their worker was stuck (their
-/// proxy was taken): then they go to the workers that ran them. (oneTBB's first call runs as `auto` and records: on an idle pool
-/// that often runs every piece on the caller before a sleeper wakes, and a
-/// plan made of that never spreads.)
+/// proxy was taken): then they go to the workers that ran them. (oneTBB's
+/// first call runs as `auto` and records: on an idle pool that often runs
+/// every piece on the caller before a sleeper wakes, and a plan made of
+/// that never spreads.)
 ///
 /// ```
 /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
