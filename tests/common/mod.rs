@@ -63,8 +63,30 @@ where
     R: Send + 'static,
     F: FnOnce() -> R + Send + 'static,
 {
-    finishes_within(limit, f)
-        .unwrap_or_else(|()| panic!("{what} did not finish within {limit:?}: a hang"))
+    finishes_within(limit, f).unwrap_or_else(|()| {
+        print_all_backtraces();
+        panic!("{what} did not finish within {limit:?}: a hang")
+    })
+}
+
+/// On a hang, print every thread's stack (through `gdb`, when it is
+/// installed and may attach) to stderr: where each worker waits or spins
+/// is what a hang that recurs once in thousands of runs needs to be
+/// understood. Set `SIXFOLD_HANG_BACKTRACE=0` to skip it.
+pub fn print_all_backtraces() {
+    if std::env::var("SIXFOLD_HANG_BACKTRACE").as_deref() == Ok("0") {
+        return;
+    }
+    let pid = std::process::id().to_string();
+    let dumped = std::process::Command::new("gdb")
+        .args(["-p", &pid, "-batch", "-nx", "-ex", "thread apply all bt 40"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::inherit())
+        .status();
+    if let Err(e) = dumped {
+        eprintln!("no stacks of the hung threads: gdb did not run ({e})");
+    }
 }
 
 /// Install (once per process) a panic hook that stays quiet for panics
