@@ -118,3 +118,89 @@ fn any_order_runs_every_item_once_with_one_holder_at_a_time() {
         }
     });
 }
+
+/// Incarnations of slot 1 in `any_order_slot_parked_again_is_not_mistaken_for_the_arrivers_item`.
+const INCARNATIONS: usize = 3;
+
+/// Run the item now in `slot` (its incarnation `inc`) as the holder, and
+/// every item the gate hands over after it. Slot 1's first incarnation,
+/// once run, comes round again (its token fetched a new item) and arrives
+/// at the gate while we still hold it.
+fn hold_recycling(
+    gate: &LoomAnyOrderGate,
+    current: &[AtomicUsize; 3],
+    ran: &[[AtomicUsize; INCARNATIONS]; 3],
+    mut slot: u32,
+) {
+    loop {
+        let inc = current[slot as usize].load(Ordering::SeqCst);
+        ran[slot as usize][inc].fetch_add(1, Ordering::SeqCst);
+        if slot == 1 && inc == 1 {
+            current[1].store(2, Ordering::SeqCst);
+            // We hold the gate: it parks.
+            assert_eq!(gate.arrive(1), LoomArrival::Parked);
+        }
+        match gate.finish() {
+            Some(next) => slot = next,
+            None => return,
+        }
+    }
+}
+
+/// An arriver queues its slot and, before it announces it, the holder
+/// takes that slot (counting another parked item's announcement), runs it,
+/// and the slot's token comes back to the gate with a new item, while the
+/// gate drains to free. The arriver then takes the gate and finds its own
+/// slot index first in the queue: that is the new item, not the one the
+/// arriver brought (which ran). Taking it for its own ran the old item
+/// twice and lost the new one, and in the engine left the arriver's chain
+/// broken: the items behind the slot were in no chain, no gate and no
+/// queue, and the run hung.
+#[test]
+fn any_order_slot_parked_again_is_not_mistaken_for_the_arrivers_item() {
+    loom::model(|| {
+        let gate = Arc::new(LoomAnyOrderGate::new(3));
+        let current = Arc::new([
+            AtomicUsize::new(1),
+            AtomicUsize::new(1),
+            AtomicUsize::new(1),
+        ]);
+        let ran: Arc<[[AtomicUsize; INCARNATIONS]; 3]> = Arc::new(Default::default());
+        assert_eq!(gate.arrive(0), LoomArrival::Enter);
+        let arrivers: Vec<_> = [1u32, 2]
+            .into_iter()
+            .map(|slot| {
+                let (gate, current, ran) = (gate.clone(), current.clone(), ran.clone());
+                thread::spawn(move || {
+                    let mine = current[slot as usize].load(Ordering::SeqCst);
+                    match gate.arrive(slot) {
+                        LoomArrival::Enter => {
+                            // Our own item: the incarnation we brought.
+                            ran[slot as usize][mine].fetch_add(1, Ordering::SeqCst);
+                            if let Some(next) = gate.finish() {
+                                hold_recycling(&gate, &current, &ran, next);
+                            }
+                        }
+                        LoomArrival::Switch(other) => hold_recycling(&gate, &current, &ran, other),
+                        LoomArrival::Parked => {}
+                    }
+                })
+            })
+            .collect();
+        hold_recycling(&gate, &current, &ran, 0);
+        for a in arrivers {
+            a.join().unwrap();
+        }
+        let came_round = current[1].load(Ordering::SeqCst) == 2;
+        for (slot, incs) in ran.iter().enumerate() {
+            for (inc, count) in incs.iter().enumerate().skip(1) {
+                let expected = usize::from(inc == 1 || (slot == 1 && inc == 2 && came_round));
+                assert_eq!(
+                    count.load(Ordering::SeqCst),
+                    expected,
+                    "slot {slot}, incarnation {inc}"
+                );
+            }
+        }
+    });
+}

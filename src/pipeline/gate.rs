@@ -50,8 +50,11 @@ pub(crate) enum Arrival {
     Enter,
     /// Parked: a holder will take our item (or has taken it already).
     Parked,
-    /// Our item stays parked, but we took the gate for this other parked
-    /// item (any-order gates only): run the stage on it instead.
+    /// We parked our item, then took the gate for the first parked item
+    /// (any-order gates only): run the stage on it. It may be our own
+    /// slot, but the caller must take it as an item handed over, not as
+    /// the item it brought: a holder may have run that one, and the slot
+    /// come back with the next.
     Switch(u32),
 }
 
@@ -241,13 +244,14 @@ impl AnyOrderGate {
                 Ok(_) if busy => return Arrival::Parked,
                 Ok(_) => {
                     // The gate is ours (it was left, or not yet taken this
-                    // run): run whichever item is first in the queue.
-                    let first = self.parked.pop().expect("our own item is queued");
-                    return if first == slot {
-                        Arrival::Enter
-                    } else {
-                        Arrival::Switch(first)
-                    };
+                    // run): run whichever item is first in the queue. Even
+                    // if that is our slot, it need not be our item: a
+                    // holder may have taken our slot before we announced
+                    // it (counting another item's announcement), run it,
+                    // and the slot's next item parked here again. Only the
+                    // caller's `Switch` path treats the slot as new.
+                    let first = self.parked.pop().expect("an item is queued");
+                    return Arrival::Switch(first);
                 }
                 Err(now) => state = now,
             }

@@ -108,8 +108,11 @@ impl<'a> Engine<'a> {
                             Arrival::Enter => {}
                             Arrival::Parked => return Step::Gone,
                             Arrival::Switch(other) => {
-                                // We hold the gate for another parked item:
-                                // it takes our place in the chain.
+                                // We hold the gate for the first parked
+                                // item: it takes our place in the chain,
+                                // linked to `behind` (read before this
+                                // step). It may be our slot with a newer
+                                // item: ours ran meanwhile (see `Arrival`).
                                 // SAFETY: the gate made it ours.
                                 let other = unsafe { self.claim(other) };
                                 let other_state = other.state();
