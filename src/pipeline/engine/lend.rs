@@ -35,6 +35,8 @@ pub(super) struct Lent {
     before: Option<u32>,
     /// The slot after the item.
     behind: u32,
+    /// The head's `deque_lends` after this lend (when `on_deque`).
+    deque_lend: u32,
 }
 
 impl<'a> Engine<'a> {
@@ -94,10 +96,13 @@ impl<'a> Engine<'a> {
         };
         state.next.set(NO_SLOT);
         let job = self.job(head);
+        let head_state = head.state();
+        let deque_lend = head_state.deque_lends.get().wrapping_add(1);
         let on_deque = if worker.has_offer_out() {
             // An outer lend of ours is out (we run inside its body): this
             // one goes to the deque, as plain rule 6 work.
-            head.state().lent_on_deque.set(true);
+            head_state.lent_on_deque.set(true);
+            head_state.deque_lends.set(deque_lend);
             worker.push_quiet(job);
             Some(job)
         } else {
@@ -117,6 +122,7 @@ impl<'a> Engine<'a> {
             head: head.index(),
             before: before.map(Owned::index),
             behind,
+            deque_lend,
         })
     }
 
@@ -150,12 +156,16 @@ impl<'a> Engine<'a> {
             Some(job) => match worker.pop_own() {
                 // Our job if the slot's chain has not run since the lend:
                 // if it has (a thief, or a wait inside the body, ran it),
-                // the same slot may be back on this deque as a new job.
+                // the same slot may be back on this deque as a new job,
+                // scheduled (the flag is clear) or lent again by the chain
+                // that ran in the wait (the count moved on).
                 // SAFETY: we popped a job of `head`: whichever it is, the
                 // slot is ours to read until we push it back or run it.
                 Some(popped)
-                    if popped.same_job(&job)
-                        && unsafe { self.claim(lent.head) }.state().lent_on_deque.get() =>
+                    if popped.same_job(&job) && {
+                        let head = unsafe { self.claim(lent.head) }.state();
+                        head.lent_on_deque.get() && head.deque_lends.get() == lent.deque_lend
+                    } =>
                 {
                     popped.discard();
                     // SAFETY: ours again: nobody ran the lent job.

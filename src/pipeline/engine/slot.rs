@@ -60,6 +60,11 @@ pub(super) struct SlotState {
     /// job from a later job of the same slot (the lent chain ran, and the
     /// slot came back to this deque as a new job).
     pub(super) lent_on_deque: Cell<bool>,
+    /// How many times a chain this slot heads was lent to a deque. The
+    /// flag above alone cannot tell our lend from a later one of the same
+    /// slot to the same deque (the lent chain ran inside the body, in a
+    /// wait, and lent itself again from the same front); the count can.
+    pub(super) deque_lends: Cell<u32>,
 }
 
 impl SlotState {
@@ -76,6 +81,7 @@ impl SlotState {
             waiting: Cell::new(false),
             sampled: Cell::new(false),
             lent_on_deque: Cell::new(false),
+            deque_lends: Cell::new(0),
         }
     }
 }
