@@ -32,7 +32,10 @@
 //! Invariants: at most one holder per gate; a parked item is taken exactly
 //! once; `InOrderGate` lets item `s` in only after `s - 1` finished; an
 //! any-order gate's count never exceeds its queue's length, and the gate
-//! is never free with a parked item announced.
+//! is never free with a parked item announced. A slot index names a token,
+//! not an item: a token comes back with its next item, so no arriver may
+//! tell its own item from a parked one by the index alone (an any-order
+//! arriver that takes the gate is always handed the first parked item).
 
 use crate::platform::sync::{AtomicU32, AtomicU64, Ordering, fence};
 use std::cell::UnsafeCell;
