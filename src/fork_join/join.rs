@@ -88,7 +88,7 @@ where
     let latch = job_b.latch.as_core().expect("a worker's latch");
     while !latch.probe() {
         match worker.pop_local(region) {
-            Some(job) if job.same_job(&job_b_ref) => {
+            Some(job) if job.is_for(NonNull::from(&job_b).cast()) => {
                 // Not stolen: run `b` right here, without the job machinery
                 // (no latch to set, nobody to wake). Counted as rule 3.
                 job.discard();

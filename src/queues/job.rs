@@ -239,10 +239,27 @@ impl<W: Runner> JobRef<W> {
         unsafe { NonNull::new_unchecked(self.pointer.as_ptr().map_addr(|a| a & !TAGS)) }
     }
 
-    /// Do both refer to the same job?
+    /// Is this job, which the caller holds (popped, not yet run or
+    /// discarded), the one whose data is at `data`? The data's address is a
+    /// job's identity while the data lives: only its owner makes jobs of it.
+    /// Two `JobRef`s compared are not: a job wrapped for its isolation
+    /// region is named by its wrapper, which is freed when the job runs,
+    /// and a later wrapper of another job may get the same address while
+    /// the first job's owner still looks for it.
     #[inline]
-    pub(crate) fn same_job(&self, other: &JobRef<W>) -> bool {
-        self.pointer == other.pointer
+    pub(crate) fn is_for(&self, data: NonNull<()>) -> bool {
+        match self.pointer.as_ptr() as usize & TAGS {
+            0 => self.pointer == data,
+            REGION_TAG => {
+                // SAFETY: a region-tagged job points at its `RegionJob`,
+                // live while the job is held (freed when it runs or is
+                // discarded).
+                let inner = unsafe { &(*self.pointer().cast::<RegionJob<W>>().as_ptr()).job };
+                inner.pointer == data
+            }
+            // A proxy entry: its owner never looks for it by its data.
+            _ => false,
+        }
     }
 
     /// # Safety
@@ -352,5 +369,42 @@ where
             JobResult::Panic(payload) => unwind::resume_unwinding(payload),
             JobResult::None => unreachable!("stack job finished without a result"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::queues::region::Region;
+    use crate::worker::thread::{JobRef, Next, WorkerThread};
+    use std::ptr::NonNull;
+
+    unsafe fn never_run(_: NonNull<()>, _: &WorkerThread) -> Option<Next> {
+        unreachable!("the test only makes and discards jobs")
+    }
+
+    /// A region job's wrapper is freed when the job runs (here: when it is
+    /// discarded), and the next wrapper made on this thread gets the same
+    /// memory. Its owner, still looking for the first job, must not take
+    /// the second for it: `join` once did, comparing wrappers.
+    #[test]
+    fn a_region_job_is_known_by_its_data_not_by_its_reused_wrapper() {
+        let region = Region::fresh();
+        let (first_data, second_data) = (0u64, 1u64);
+        let first_at = NonNull::from(&first_data).cast::<()>();
+        let second_at = NonNull::from(&second_data).cast::<()>();
+        // SAFETY: the data outlive the jobs, which never run.
+        let first = unsafe { JobRef::new(first_at, never_run, region) };
+        assert!(first.is_for(first_at));
+        let first_wrapper = first.pointer;
+        first.discard();
+        // SAFETY: as above.
+        let second = unsafe { JobRef::new(second_at, never_run, region) };
+        assert_eq!(
+            second.pointer, first_wrapper,
+            "the freed wrapper is reused at once (per-thread free list)"
+        );
+        assert!(!second.is_for(first_at));
+        assert!(second.is_for(second_at));
+        second.discard();
     }
 }

@@ -19,16 +19,16 @@ use super::Engine;
 use super::chain::Chain;
 use super::slot::{NO_SLOT, Owned};
 use crate::pipeline::stage::Stage;
-use crate::worker::thread::{JobRef, WorkerThread};
+use crate::worker::thread::WorkerThread;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
 /// The rest of a chain, lent out while one item's stage runs (`lend`):
-/// the job it went out as, and where it was cut from that item.
+/// how it went out, and where it was cut from that item.
 pub(super) struct Lent {
-    /// The lent job, if it went to our deque (a lend inside a body that
-    /// runs while an outer lend is out); None if the worker offers it.
-    on_deque: Option<JobRef>,
+    /// Whether the lent job went to our deque (a lend inside a body that
+    /// runs while an outer lend is out), rather than to the worker's offer.
+    on_deque: bool,
     /// The slot that heads the lent chain.
     head: u32,
     /// The slot before the item (its `next` skips the item meanwhile).
@@ -104,7 +104,7 @@ impl<'a> Engine<'a> {
             head_state.lent_on_deque.set(true);
             head_state.deque_lends.set(deque_lend);
             worker.push_quiet(job);
-            Some(job)
+            true
         } else {
             let lent_job = head.slot().lent_job.get();
             // SAFETY: the chain is ours, `head` in it: nobody else reads
@@ -115,7 +115,7 @@ impl<'a> Engine<'a> {
             // own).
             let accepted = unsafe { worker.offer_lent(NonNull::from(&*lent_job).cast()) };
             debug_assert!(accepted, "no offer of ours was out");
-            None
+            false
         };
         Some(Lent {
             on_deque,
@@ -142,18 +142,8 @@ impl<'a> Engine<'a> {
         before: &mut Option<Owned<'e>>,
         worker: &WorkerThread,
     ) -> bool {
-        let back = match lent.on_deque {
-            None => {
-                // SAFETY: after our accepted offer.
-                let back = unsafe { worker.withdraw_lent() };
-                if back {
-                    // SAFETY: ours again: nobody took the offer. A job of
-                    // an isolated region holds memory of its own.
-                    unsafe { (*self.slot(lent.head).lent_job.get()).assume_init_read() }.discard();
-                }
-                back
-            }
-            Some(job) => match worker.pop_own() {
+        let back = if lent.on_deque {
+            match worker.pop_own() {
                 // Our job if the slot's chain has not run since the lend:
                 // if it has (a thief, or a wait inside the body, ran it),
                 // the same slot may be back on this deque as a new job,
@@ -162,7 +152,7 @@ impl<'a> Engine<'a> {
                 // SAFETY: we popped a job of `head`: whichever it is, the
                 // slot is ours to read until we push it back or run it.
                 Some(popped)
-                    if popped.same_job(&job) && {
+                    if popped.is_for(NonNull::from(self.slot(lent.head)).cast()) && {
                         let head = unsafe { self.claim(lent.head) }.state();
                         head.lent_on_deque.get() && head.deque_lends.get() == lent.deque_lend
                     } =>
@@ -183,7 +173,16 @@ impl<'a> Engine<'a> {
                     }
                     false
                 }
-            },
+            }
+        } else {
+            // SAFETY: after our accepted offer.
+            let back = unsafe { worker.withdraw_lent() };
+            if back {
+                // SAFETY: ours again: nobody took the offer. A job of an
+                // isolated region holds memory of its own.
+                unsafe { (*self.slot(lent.head).lent_job.get()).assume_init_read() }.discard();
+            }
+            back
         };
         if back {
             current.state().next.set(lent.behind);
