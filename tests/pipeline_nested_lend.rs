@@ -8,7 +8,7 @@
 //! the body spawned. The body's own take-back must then not mistake the
 //! second lend for its own (the same slot, the same deque): that discarded a
 //! live chain, whose tokens never came back. Every run must deliver every
-//! item, in order, and not hang.
+//! item, in order, and not hang, and every spawned task must run.
 
 mod common;
 
@@ -35,56 +35,58 @@ fn spin(x: u64, rounds: u32) -> u64 {
     std::hint::black_box(v)
 }
 
+/// A source of the items 1..=`n`.
+fn numbers(n: u64) -> impl FnMut() -> Option<u64> + Send {
+    let mut next = 0;
+    move || {
+        next += 1;
+        (next <= n).then_some(next)
+    }
+}
+
+const OUTER_ITEMS: u64 = 6;
+const INNER_ITEMS: u64 = 12;
+
 /// One inner run: items 1..=`items` through a forking parallel stage and
 /// an in-order sink; returns the items as delivered.
 fn inner(pool: &Pool, seed: u64, items: u64, spawned: &Arc<AtomicU64>) -> Vec<u64> {
-    let mut next = 0;
     let mut delivered = Vec::new();
-    let mut p = Pipeline::new(|| {
-        next += 1;
-        (next <= items).then_some(next)
-    })
-    .parallel(|x: u64| {
-        let h = common::mix(seed ^ x);
-        let (a, b) = sixfold::join(
-            || spin(x, 50 + (h % 200) as u32),
-            || spin(x ^ h, 50 + (h >> 8) as u32 % 200),
-        );
-        let spawned = spawned.clone();
-        sixfold::spawn(move || {
-            spin(a ^ b, 20);
-            spawned.fetch_add(1, Ordering::Relaxed);
-        });
-        x
-    })
-    .serial_in_order(|x| delivered.push(x));
+    let mut p = Pipeline::new(numbers(items))
+        .parallel(|x: u64| {
+            let h = common::mix(seed ^ x);
+            let (a, b) = sixfold::join(
+                || spin(x, 50 + (h % 200) as u32),
+                || spin(x ^ h, 50 + (h >> 8) as u32 % 200),
+            );
+            let spawned = spawned.clone();
+            sixfold::spawn(move || {
+                spin(a ^ b, 20);
+                spawned.fetch_add(1, Ordering::Relaxed);
+            });
+            x
+        })
+        .serial_in_order(|x| delivered.push(x));
     pool.run_pipeline(&mut p, 4).unwrap();
     drop(p);
     delivered
 }
 
 fn outer(pool: &Pool, seed: u64, spawned: &Arc<AtomicU64>) {
-    let outer_items = 6;
-    let inner_items = 12;
-    let mut next = 0;
     let mut delivered = Vec::new();
-    let mut p = Pipeline::new(|| {
-        next += 1;
-        (next <= outer_items).then_some(next)
-    })
-    .parallel(|x: u64| {
-        let got = inner(pool, seed ^ (x << 32), inner_items, spawned);
-        assert_eq!(got, (1..=inner_items).collect::<Vec<_>>(), "inner run {x}");
-        x
-    })
-    .serial_in_order(|x| delivered.push(x));
+    let mut p = Pipeline::new(numbers(OUTER_ITEMS))
+        .parallel(|x: u64| {
+            let got = inner(pool, seed ^ (x << 32), INNER_ITEMS, spawned);
+            assert_eq!(got, (1..=INNER_ITEMS).collect::<Vec<_>>(), "inner run {x}");
+            x
+        })
+        .serial_in_order(|x| delivered.push(x));
     pool.run_pipeline(&mut p, 3).unwrap();
     drop(p);
-    assert_eq!(delivered, (1..=outer_items).collect::<Vec<_>>());
+    assert_eq!(delivered, (1..=OUTER_ITEMS).collect::<Vec<_>>());
 }
 
 #[test]
-fn pipelines_in_forking_stage_bodies_deliver_every_item_in_order() {
+fn pipelines_in_forking_stage_bodies_deliver_every_item_in_order_and_lose_no_spawn() {
     for threads in [2, 3] {
         let pool = Arc::new(common::pool(threads));
         let spawned = Arc::new(AtomicU64::new(0));
@@ -97,5 +99,11 @@ fn pipelines_in_forking_stage_bodies_deliver_every_item_in_order() {
                 move || pool.install(|| outer(&pool, seed, &spawned)),
             );
         }
+        // Every task a body spawned ran (none was taken for another job
+        // and dropped).
+        let expected = rounds() * OUTER_ITEMS * INNER_ITEMS;
+        common::poll_until("every spawned task", Duration::from_secs(60), || {
+            spawned.load(Ordering::Relaxed) == expected
+        });
     }
 }
