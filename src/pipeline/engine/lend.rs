@@ -35,7 +35,7 @@ pub(super) struct Lent {
     before: Option<u32>,
     /// The slot after the item.
     behind: u32,
-    /// The head's `deque_lends` after this lend (when `on_deque`).
+    /// The head's `deque_lends` after this lend (when `on_deque`; else 0).
     deque_lend: u32,
 }
 
@@ -96,15 +96,15 @@ impl<'a> Engine<'a> {
         };
         state.next.set(NO_SLOT);
         let job = self.job(head);
-        let head_state = head.state();
-        let deque_lend = head_state.deque_lends.get().wrapping_add(1);
-        let on_deque = if worker.has_offer_out() {
+        let (on_deque, deque_lend) = if worker.has_offer_out() {
             // An outer lend of ours is out (we run inside its body): this
             // one goes to the deque, as plain rule 6 work.
+            let head_state = head.state();
+            let deque_lend = head_state.deque_lends.get().wrapping_add(1);
             head_state.lent_on_deque.set(true);
             head_state.deque_lends.set(deque_lend);
             worker.push_quiet(job);
-            true
+            (true, deque_lend)
         } else {
             let lent_job = head.slot().lent_job.get();
             // SAFETY: the chain is ours, `head` in it: nobody else reads
@@ -115,7 +115,8 @@ impl<'a> Engine<'a> {
             // own).
             let accepted = unsafe { worker.offer_lent(NonNull::from(&*lent_job).cast()) };
             debug_assert!(accepted, "no offer of ours was out");
-            false
+            // The offer is taken back by a swap: no count is needed.
+            (false, 0)
         };
         Some(Lent {
             on_deque,
