@@ -159,6 +159,15 @@ impl<'a> Engine<'a> {
                         }
                     }
                 }
+                // Looked at again now that we hold the gate: the look at
+                // the top of the step came before we waited for our turn,
+                // and an item before us may have been dropped by a
+                // cancellation since. Entering comes after that item left
+                // (the turn word orders the two), so this look sees the
+                // cancellation, and no item passes after a gap.
+                if state.has_item.get() && self.cancelled() {
+                    self.drop_input(index, slot);
+                }
                 if state.has_item.get() {
                     // SAFETY: as above.
                     unsafe { self.run_body_lending(stage, slot, before, chain, worker) };
