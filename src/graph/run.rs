@@ -321,8 +321,13 @@ unsafe fn run_node<'a, const REPLAY: bool>(
 /// storage (rule 2 keeps the nearest successor), and with the counts kept
 /// apart (`pending.rs`) a node's line is first touched when it runs: in a
 /// chain or along a grid's row, a few nodes ahead is where the walk goes
-/// next (1024 x 1024 wavefront on two workers 5.3 -> 4.8 ms).
-const PREFETCH_AHEAD: usize = 8;
+/// next. The distance must cover a miss to the far cache or memory at a
+/// few nanoseconds a node: 8 nodes ahead (half a kilobyte) was enough on
+/// the Zen 4 machines, but on a Xeon with a large, slow shared cache a
+/// chain node still stalled on its successor's line, and 32 ahead cut a
+/// chain from about 12 to 8 ns a node. A useless prefetch (a tree, whose
+/// successors lie elsewhere) costs one instruction.
+const PREFETCH_AHEAD: usize = 32;
 
 /// The node finished: decrement its successors, hand back the one it made
 /// ready that may run here and lies nearest to it in memory (rule 2), route the rest; or, for a sink,
