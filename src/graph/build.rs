@@ -11,12 +11,18 @@ use super::node::{
 use super::order;
 use super::spare;
 use crate::cancel::CancelToken;
+use crate::platform::prefetch::prefetch_for_write;
 use crate::queues::dispatch::{Dispatch, Priority, STRICT_AFFINITY};
 use std::collections::HashMap;
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
+
+/// How many nodes past the one it writes `add`, and past an edge's target
+/// `precede`, asks for a line: the distance a run prefetches at, for the
+/// same reason (`run.rs`).
+const BUILD_PREFETCH_AHEAD: usize = 32;
 
 /// A reusable DAG of work; nodes may borrow anything that outlives `'a`.
 ///
@@ -204,6 +210,13 @@ impl<'a> Graph<'a> {
         if self.nodes.len() == self.nodes.capacity() {
             self.grow_nodes();
         }
+        // Nodes are written in order, a line each: ask for the line of a
+        // node a few adds on (its write would otherwise wait for it).
+        prefetch_for_write(
+            self.nodes
+                .as_ptr()
+                .wrapping_add(index as usize + BUILD_PREFETCH_AHEAD),
+        );
         self.nodes.push(Node {
             in_degree: 0,
             children: AtomicU32::new(0),
@@ -344,6 +357,10 @@ impl<'a> Graph<'a> {
         // below (a tenth of an edge's instructions).
         let n = self.nodes.len();
         let nodes = &mut self.nodes[..n];
+        // Edges mostly come in node order (a chain, a grid's rows), and a
+        // large graph's nodes are out of the near caches by now: ask for
+        // the line this loop will want a few edges on.
+        prefetch_for_write(nodes.as_ptr().wrapping_add(b + BUILD_PREFETCH_AHEAD));
         // Duplicate? Scan the shorter of the two lists.
         let duplicate = if nodes[a].successors.len <= nodes[b].in_degree {
             self.successors_of(a).any(|s| s == b as u32)
