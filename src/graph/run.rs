@@ -113,13 +113,17 @@ where
             }
         }
         if node.children.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let mut sinks = 0;
             let succ = if shared.replay() {
                 // SAFETY: the last unit of the node: it completes now, once.
-                unsafe { complete::<true>(node, shared, worker) }
+                unsafe { complete::<true>(node, shared, worker, &mut sinks) }
             } else {
                 // SAFETY: as above.
-                unsafe { complete::<false>(node, shared, worker) }
+                unsafe { complete::<false>(node, shared, worker, &mut sinks) }
             };
+            // SAFETY: `sinks` counts the sink this was, if it was one, and
+            // nothing of the run is touched after.
+            unsafe { release_sinks(shared, sinks) };
             succ.map(|succ| Next {
                 job: node_job(succ, shared.region()),
                 rule: Rule::Successor,
@@ -192,13 +196,60 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
     // node of a run points at the same run state.
     // SAFETY: the run state outlives the graph's nodes.
     let shared = unsafe { node.shared.as_ref() };
-    if shared.replay() {
-        // SAFETY: as below.
-        unsafe { run_chain::<true>(node, shared, worker) }
-    } else {
-        // SAFETY: `node` is ready (its job was taken); `shared` is its
-        // graph's run state.
-        unsafe { run_chain::<false>(node, shared, worker) }
+    let mut node = node;
+    let mut sinks = 0;
+    loop {
+        if shared.replay() {
+            // SAFETY: as below.
+            unsafe { run_chain::<true>(node, shared, worker, &mut sinks) }
+        } else {
+            // SAFETY: `node` is ready (its job was taken, or popped below);
+            // `shared` is its graph's run state.
+            unsafe { run_chain::<false>(node, shared, worker, &mut sinks) }
+        }
+        if sinks == 0 {
+            break;
+        }
+        // The chain ended at a sink, whose unit of the run's latch we hold
+        // (a tree has a sink per leaf, and every release is a locked write
+        // to one line, which two workers would pass back and forth leaf
+        // after leaf: two workers ran a binary tree slower than one). Rule
+        // 3 here, as the worker's loop would take it next: while the
+        // newest job of our deque is a node of this run, run it and keep
+        // counting. The run cannot end before those nodes ran, so holding
+        // the units meanwhile delays nobody; anything else, or an empty
+        // deque, and they are released first.
+        let Some(job) = worker.pop_own_task_in_main_loop(|job| {
+            job.is_plain_run_by(execute_node)
+                // SAFETY: a plain `execute_node` job points at a node of a
+                // running graph, which the caller holds (popped, not run).
+                && unsafe { job.pointer().cast::<Node<'static>>().as_ref() }.shared
+                    == NonNull::from(shared)
+        }) else {
+            break;
+        };
+        worker.count_task(Rule::OwnDeque);
+        // SAFETY: as in the test above; the job is ours to run, once.
+        node = unsafe { job.pointer().cast::<Node<'static>>().as_ref() };
+    }
+    // SAFETY: the units of the sinks run above, and the last touch of the
+    // run (it may end at once).
+    unsafe { release_sinks(shared, sinks) };
+    None
+}
+
+/// Release the run's latch for `sinks` sinks that finished.
+///
+/// # Safety
+/// The caller ran those sinks and released none of them, and touches
+/// nothing of the run after: the last release ends it.
+#[inline]
+unsafe fn release_sinks(shared: &RunShared, sinks: usize) {
+    if sinks > 0 {
+        let latch = shared.latch.load(Ordering::Relaxed);
+        // SAFETY: the latch lives on the caller's frame until its count,
+        // which includes these sinks, reaches zero.
+        unsafe { CountLatch::release_many(latch, sinks) };
     }
 }
 
@@ -214,16 +265,17 @@ unsafe fn run_chain<const REPLAY: bool>(
     mut node: &'static Node<'static>,
     shared: &RunShared,
     worker: &WorkerThread,
-) -> Option<Next> {
+    sinks: &mut usize,
+) {
     loop {
         // SAFETY: the caller's, then `complete`'s: it hands back a ready
         // node that nobody else will run.
-        match unsafe { run_node::<REPLAY>(node, shared, worker) } {
+        match unsafe { run_node::<REPLAY>(node, shared, worker, sinks) } {
             Some(next) => {
                 worker.count_task(Rule::Successor);
                 node = next;
             }
-            None => return None,
+            None => return,
         }
     }
 }
@@ -245,12 +297,13 @@ fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Op
         let name = (index < shared.names_len.load(Ordering::Relaxed))
             .then(|| unsafe { (*names.add(index)).clone() })
             .flatten();
+        let mut sinks = 0;
         let next = if replay {
             // SAFETY: `node` is ready; this is its only execution in this run.
-            unsafe { run_node::<true>(node, shared, worker) }
+            unsafe { run_node::<true>(node, shared, worker, &mut sinks) }
         } else {
             // SAFETY: as above.
-            unsafe { run_node::<false>(node, shared, worker) }
+            unsafe { run_node::<false>(node, shared, worker, &mut sinks) }
         };
         match next {
             Some(succ) => {
@@ -262,6 +315,9 @@ fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Op
                 // The job's record, closed by the worker loop, is this
                 // node's.
                 worker.set_trace_name(name);
+                // SAFETY: the sink this node was, if it was one; the run is
+                // not touched after.
+                unsafe { release_sinks(shared, sinks) };
                 return None;
             }
         }
@@ -270,7 +326,7 @@ fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Op
 
 /// Reset a ready node's count, run its body unless the run is cancelled,
 /// and complete it unless children still run. Returns the successor to run
-/// next here, if any.
+/// next here, if any; a sink is counted in `sinks` (`complete`).
 ///
 /// # Safety
 /// `node` is ready, and this is its only execution in this run; `shared`
@@ -280,6 +336,7 @@ unsafe fn run_node<'a, const REPLAY: bool>(
     node: &'a Node<'a>,
     shared: &RunShared,
     worker: &WorkerThread,
+    sinks: &mut usize,
 ) -> Option<&'a Node<'a>> {
     if pending::needs_reset(node.in_degree) {
         // Ready for the next run: nobody decrements it again in this one.
@@ -313,7 +370,7 @@ unsafe fn run_node<'a, const REPLAY: bool>(
         return None;
     }
     // SAFETY: the node's body and children are done: it completes once.
-    unsafe { complete::<REPLAY>(node, shared, worker) }
+    unsafe { complete::<REPLAY>(node, shared, worker, sinks) }
 }
 
 /// How many nodes past itself, in the graph's storage, a finishing node
@@ -331,7 +388,7 @@ const PREFETCH_AHEAD: usize = 32;
 
 /// The node finished: decrement its successors, hand back the one it made
 /// ready that may run here and lies nearest to it in memory (rule 2), route the rest; or, for a sink,
-/// release the run's latch.
+/// count it in `sinks`, for the caller to release the run's latch.
 ///
 /// # Safety
 /// Called once per node and run, when its body and children are done;
@@ -341,6 +398,7 @@ unsafe fn complete<'a, const REPLAY: bool>(
     node: &Node<'a>,
     shared: &RunShared,
     worker: &WorkerThread,
+    sinks: &mut usize,
 ) -> Option<&'a Node<'a>> {
     let base = shared
         .nodes
@@ -364,10 +422,8 @@ unsafe fn complete<'a, const REPLAY: bool>(
     }
     let list = node.successors;
     if list.len == 0 {
-        let latch = shared.latch.load(Ordering::Relaxed);
-        // SAFETY: the latch lives on the caller's frame until its count,
-        // which includes this sink, reaches zero. Last touch of the run.
-        unsafe { CountLatch::release(latch) };
+        // The caller releases the run's latch for it (`release_sinks`).
+        *sinks += 1;
         return None;
     }
     let successors = if list.len <= 2 {
