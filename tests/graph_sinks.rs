@@ -29,6 +29,9 @@ const DEPTH: u32 = if cfg!(miri) { 4 } else { 11 };
 
 const LIMIT: Duration = Duration::from_secs(120);
 
+/// Pool sizes to try; one under Miri.
+const THREADS: &[usize] = if cfg!(miri) { &[2] } else { &[1, 2, 4] };
+
 /// A complete binary tree of `depth` levels, each node before its two
 /// children: `2^(depth - 1)` sinks. Node `i` runs `body(i)` and counts
 /// its run in `ran[i]`.
@@ -65,7 +68,7 @@ fn assert_ran(ran: &[AtomicUsize], runs: usize, what: &str) {
 
 #[test]
 fn trees_run_every_node_once_per_run_on_one_to_four_workers() {
-    for threads in [1, 2, 4] {
+    for &threads in THREADS {
         for tracing in [false, true] {
             within("tree runs", LIMIT, move || {
                 let pool = Pool::builder()
@@ -95,7 +98,7 @@ fn trees_run_every_node_once_per_run_on_one_to_four_workers() {
 
 #[test]
 fn nodes_that_spawn_leave_other_work_on_the_deque_and_runs_still_end() {
-    for threads in [1, 2, 4] {
+    for &threads in THREADS {
         within("trees whose nodes spawn", LIMIT, move || {
             let pool = Arc::new(pool(threads));
             let n = (1usize << DEPTH) - 1;
@@ -130,7 +133,7 @@ fn nodes_that_spawn_leave_other_work_on_the_deque_and_runs_still_end() {
 
 #[test]
 fn two_runs_at_once_on_one_pool_each_end_with_all_their_nodes() {
-    for threads in [1, 2, 4] {
+    for &threads in THREADS {
         within("two concurrent tree runs", LIMIT, move || {
             let pool = Arc::new(pool(threads));
             let callers: Vec<_> = (0..2)
@@ -157,7 +160,7 @@ fn two_runs_at_once_on_one_pool_each_end_with_all_their_nodes() {
 
 #[test]
 fn a_tree_run_inside_a_node_of_another_tree_ends_with_all_its_nodes() {
-    for threads in [1, 2, 4] {
+    for &threads in THREADS {
         within("nested tree runs", LIMIT, move || {
             let pool = pool(threads);
             let inner_pool = &pool;
