@@ -317,14 +317,14 @@ pub fn for_chunks_mut_with<'p, T, F>(
     let base = SliceBase(slice.as_mut_ptr());
     let base = &base;
     for_range_with(0..slice.len(), partitioner, move |r| {
-        // SAFETY: the pieces' ranges are disjoint and within the slice
-        // (the loop's invariant), and the slice is borrowed mutably for
-        // the whole loop.
         // Not `r.len()`: its saturating subtraction is cheap enough that
         // the compiler recomputes it in the body's vectorised loop (five
         // scalar instructions per vector step, which a cache-resident
         // saxpy pays for); a piece's range is never reversed.
         let len = r.end - r.start;
+        // SAFETY: the pieces' ranges are disjoint and within the slice
+        // (the loop's invariant), and the slice is borrowed mutably for
+        // the whole loop.
         let chunk = unsafe { std::slice::from_raw_parts_mut(base.0.add(r.start), len) };
         body(chunk, r.start)
     })
