@@ -220,22 +220,32 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
         // the units meanwhile delays nobody; anything else, or an empty
         // deque, and they are released first.
         let Some(job) = worker.pop_own_task_in_main_loop(|job| {
+            // SAFETY: tested first: a plain `execute_node` job, popped.
             job.is_plain_run_by(execute_node)
-                // SAFETY: a plain `execute_node` job points at a node of a
-                // running graph, which the caller holds (popped, not run).
-                && unsafe { job.pointer().cast::<Node<'static>>().as_ref() }.shared
-                    == NonNull::from(shared)
+                && unsafe { node_of(job) }.shared == NonNull::from(shared)
         }) else {
             break;
         };
         worker.count_task(Rule::OwnDeque);
         // SAFETY: as in the test above; the job is ours to run, once.
-        node = unsafe { job.pointer().cast::<Node<'static>>().as_ref() };
+        node = unsafe { node_of(&job) };
     }
     // SAFETY: the units of the sinks run above, and the last touch of the
     // run (it may end at once).
     unsafe { release_sinks(shared, sinks) };
     None
+}
+
+/// The node of a graph-node job.
+///
+/// # Safety
+/// `job` is a plain `execute_node` job (`JobRef::is_plain_run_by`) that
+/// the caller holds (popped, not run): it points at a node of a running
+/// graph.
+#[inline(always)]
+unsafe fn node_of(job: &JobRef) -> &'static Node<'static> {
+    // SAFETY: the caller's.
+    unsafe { job.pointer().cast::<Node<'static>>().as_ref() }
 }
 
 /// Release the run's latch for `sinks` sinks that finished.
