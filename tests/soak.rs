@@ -12,7 +12,10 @@
 //!
 //! Rounds: `SIXFOLD_SOAK_ROUNDS` (default 1,000: about 2 s in a debug
 //! build on two cores); the seed of a failing round is in the message, and
-//! `SIXFOLD_SOAK_SEED` replays from it.
+//! `SIXFOLD_SOAK_SEED` replays from it. `SIXFOLD_SOAK_KEEP_POOLS=1` builds
+//! the two pools once and runs every round on them, in one watched thread:
+//! on a busy machine, most of a round's time is new threads waiting for
+//! their first time slice, and this mode measures the rest.
 
 mod common;
 
@@ -161,6 +164,7 @@ fn quiet_intentional_panics() {
 
 /// The pools of a round: A (1-4 workers) and B (1-2 workers), and what
 /// A's panic handler received.
+#[derive(Clone)]
 struct Pools {
     a: Arc<Pool>,
     b: Arc<Pool>,
@@ -621,10 +625,17 @@ fn op_cross_pool(rng: &mut Rng, pools: &Pools, ledger: &Arc<Ledger>, panics: boo
     Outcome::exact(vec![id])
 }
 
-fn round(seed: u64) {
+/// One round on new pools, or on `kept` ones (whose handler count restarts).
+fn round(seed: u64, kept: Option<&Pools>) {
     set_step(format!("seed {seed}: building the pools"));
     let mut rng = Rng(seed | 1);
-    let pools = timed(PHASE_BUILD, || Pools::new(&mut rng));
+    let pools = match kept {
+        Some(pools) => {
+            pools.handled.store(0, Ordering::SeqCst);
+            pools.clone()
+        }
+        None => timed(PHASE_BUILD, || Pools::new(&mut rng)),
+    };
     let ledger = Arc::new(Ledger::new(4096));
     {
         let mut p = progress();
@@ -703,17 +714,28 @@ fn random_mixtures_of_every_entry_point_lose_nothing_and_never_hang() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0x5eed_0000);
+    let keep_pools = std::env::var("SIXFOLD_SOAK_KEEP_POOLS").is_ok_and(|v| v == "1");
     let start = Instant::now();
-    for r in 0..rounds {
-        let seed = first_seed + r;
-        common::finishes_within(Duration::from_secs(60), move || round(seed)).unwrap_or_else(
-            |()| {
-                panic!(
-                    "soak round with SIXFOLD_SOAK_SEED={seed} hung (60 s watchdog)\n{}",
-                    hang_report()
-                )
-            },
-        );
+    if keep_pools {
+        let pools = Pools::new(&mut Rng(first_seed | 1));
+        let watchdog = Duration::from_secs(60).saturating_mul(rounds.max(1) as u32);
+        common::finishes_within(watchdog, move || {
+            for r in 0..rounds {
+                round(first_seed + r, Some(&pools));
+            }
+        })
+        .unwrap_or_else(|()| panic!("soak round hung (kept pools)\n{}", hang_report()));
+    } else {
+        for r in 0..rounds {
+            let seed = first_seed + r;
+            common::finishes_within(Duration::from_secs(60), move || round(seed, None))
+                .unwrap_or_else(|()| {
+                    panic!(
+                        "soak round with SIXFOLD_SOAK_SEED={seed} hung (60 s watchdog)\n{}",
+                        hang_report()
+                    )
+                });
+        }
     }
     let ops: Vec<usize> = OPS_BY_KIND
         .iter()
