@@ -123,13 +123,14 @@ const ROUNDS_UNTIL_SLEEPING: u32 = ROUNDS_UNTIL_SLEEPY + 1;
 /// on) usually turns up within microseconds. Under two busy loops on two
 /// cores, a pipeline of 0.6 us items whose second worker yielded after
 /// every batch got a tenth of its CPU share and ran at half speed; the
-/// soak test's rounds on kept pools spent most of their time in fifteen
-/// such yields a round (a yield before each sleep, and in the lingering
-/// after a loop share). So each worker notes whether its last yield
-/// waited (`YIELD_WAITED`); while they do, its pauses spin, and only one in
+/// soak test's threads, on kept pools, lost their core in such yields
+/// about eight times a round, and its rounds took half the time once the
+/// pauses spun (at twice the CPU, within the share the kernel gives the
+/// process). So each worker notes whether its last yield waited
+/// (`YIELD_WAITED`); while they do, its pauses spin, and only one in
 /// `PROBE_EVERY` (after about 20 ms of spinning) yields, to notice that
-/// the load has gone. On an idle machine yields return at once and nothing
-/// spins: an idle pool's CPU is what it was.
+/// the load has gone. On an idle machine yields return at once and
+/// nothing spins: an idle pool's CPU is what it was.
 #[cfg(not(loom))]
 const PROBE_EVERY: u32 = 4096;
 #[cfg(not(loom))]
