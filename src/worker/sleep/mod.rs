@@ -10,9 +10,9 @@
 //!
 //! A worker that finds nothing searches again, in rounds, yielding between
 //! them, or spinning when its last yield waited for another thread (a
-//! loaded machine, where a yield costs a time slice: `Sleep::pause`)
+//! loaded machine, where a yield costs a time slice: `SPINNING_ROUNDS`)
 //! (one that just ran a share of a parallel loop, or waits for the
-//! other shares of its own, first searches for 200 us, pausing: the next
+//! other shares of its own, first searches for 200 us, yielding: the next
 //! step of an iterated loop comes within microseconds, and a wake from a
 //! real sleep costs tens of them; `WorkerThread::search_or_sleep`).
 //! After `ROUNDS_UNTIL_SLEEPY` rounds it *gets sleepy*: it makes the
@@ -112,37 +112,27 @@ const ROUNDS_UNTIL_SLEEPY: u32 = if cfg!(loom) { 1 } else { 10 };
 /// One more round after getting sleepy, then sleep.
 const ROUNDS_UNTIL_SLEEPING: u32 = ROUNDS_UNTIL_SLEEPY + 1;
 
-/// On a loaded machine, a search pauses by spinning in place, for
-/// `SPIN_PAUSE` each time, instead of yielding.
+/// On a loaded machine, the first rounds of a search pause by spinning in
+/// place, for `SPIN_PAUSE` each, instead of yielding.
 ///
 /// A yield is cheap on an idle machine (0.6 us here), but on a loaded one
 /// it hands the rest of the time slice to whatever else is runnable: the
-/// worker then waits a whole slice (0.5 to 4 ms) behind a busy
+/// worker then waits a whole slice (about 4 ms here) behind a busy
 /// neighbour, while the task it was looking for (the next batch of a
-/// pipeline, the other half of a join, the job whose latch a caller waits
-/// on) usually turns up within microseconds. Under two busy loops on two
-/// cores, a pipeline of 0.6 us items whose second worker yielded after
-/// every batch got a tenth of its CPU share and ran at half speed; the
-/// soak test's threads, on kept pools, lost their core in such yields
-/// about eight times a round, and its rounds took half the time once the
-/// pauses spun (at twice the CPU, within the share the kernel gives the
-/// process). So each worker notes whether its last yield waited
-/// (`YIELD_WAITED`); while they do, its pauses spin, and only one in
-/// `PROBE_EVERY` (after about 20 ms of spinning) yields, to notice that
-/// the load has gone. On an idle machine yields return at once and
-/// nothing spins: an idle pool's CPU is what it was.
+/// pipeline, the other half of a join) usually turns up within
+/// microseconds. Under two busy loops on two cores, a pipeline of 0.6 us
+/// items whose second worker yielded after every batch got a tenth of its
+/// CPU share and ran at half speed. So each worker notes whether its last
+/// yield waited (`YIELD_WAITED`); while they do, its searches spin their
+/// first rounds. On an idle machine yields return at once and nothing
+/// spins: an idle pool's CPU is what it was.
 #[cfg(not(loom))]
-const PROBE_EVERY: u32 = 4096;
+const SPINNING_ROUNDS: u32 = 10;
 #[cfg(not(loom))]
 const SPIN_PAUSE: std::time::Duration = std::time::Duration::from_micros(5);
-/// A yield that took longer than this gave the core to a busy neighbour
-/// for most of its slice. Not less: with more pool threads than cores, a
-/// yield also runs the process's own threads, for the tens of microseconds
-/// before they block, and that is what the yield is for (at 50 us, the
-/// soak's idle rounds, six threads on two cores, took that for load and
-/// slowed from 0.25 to 0.47 ms by spinning).
+/// A yield that took longer than this ran someone else first.
 #[cfg(not(loom))]
-const YIELD_WAITED: std::time::Duration = std::time::Duration::from_micros(250);
+const YIELD_WAITED: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// How long a sleeper blocks while a run may push work without waking
 /// anyone (see "Heartbeat" above): the longest an idle worker leaves a
@@ -172,14 +162,11 @@ struct WorkerSleepState {
     /// by the sleeper (to true) and by the waker (to false).
     is_blocked: Mutex<bool>,
     condvar: Condvar,
-    /// The worker's last yield waited for another thread: spin instead
-    /// (see `PROBE_EVERY`). Only the worker touches it; a plain std atomic,
+    /// The worker's last yield waited for another thread: spin first (see
+    /// `SPINNING_ROUNDS`). Only the worker touches it; a plain std atomic,
     /// as it is a speed hint outside the protocol the loom models check.
     #[cfg(not(loom))]
     yields_wait: std::sync::atomic::AtomicBool,
-    /// Pauses spun since the last yield (see `PROBE_EVERY`); the worker's.
-    #[cfg(not(loom))]
-    spun: std::sync::atomic::AtomicU32,
 }
 
 /// The sleep state of one pool.
@@ -226,8 +213,6 @@ impl Sleep {
                         condvar: Condvar::new(),
                         #[cfg(not(loom))]
                         yields_wait: std::sync::atomic::AtomicBool::new(false),
-                        #[cfg(not(loom))]
-                        spun: std::sync::atomic::AtomicU32::new(0),
                     })
                 })
                 .collect(),
@@ -301,32 +286,19 @@ impl Sleep {
         }
     }
 
-    /// Pause between search rounds (see `pause`). Under loom it does
-    /// nothing: a loom yield parks the thread until every other thread is
-    /// blocked, which would hide exactly the interleavings the models are
-    /// for (a search racing a post); the rounds are a performance measure,
-    /// not part of the protocol.
+    /// Pause between search rounds: spin or yield (see `SPINNING_ROUNDS`).
+    /// Under loom it does nothing: a loom yield parks the thread until
+    /// every other thread is blocked, which would hide exactly the
+    /// interleavings the models are for (a search racing a post); the
+    /// rounds are a performance measure, not part of the protocol.
     #[inline]
     fn pause_between_rounds(&self, idle_state: &IdleState) {
-        self.pause(idle_state.worker_index);
-    }
-
-    /// A searching worker's short pause: a yield, or where yields wait for
-    /// other threads, a spin of `SPIN_PAUSE` (see `PROBE_EVERY`). Nothing
-    /// under loom (see `pause_between_rounds`).
-    #[cfg(loom)]
-    pub(crate) fn pause(&self, _worker_index: usize) {}
-
-    /// See the loom twin above.
-    #[cfg(not(loom))]
-    pub(crate) fn pause(&self, worker_index: usize) {
-        use std::sync::atomic::Ordering::Relaxed;
-        use std::time::Instant;
-        let state = &self.worker_sleep_states[worker_index];
-        if state.yields_wait.load(Relaxed) {
-            let spun = state.spun.load(Relaxed) + 1;
-            if spun < PROBE_EVERY {
-                state.spun.store(spun, Relaxed);
+        #[cfg(not(loom))]
+        {
+            use std::sync::atomic::Ordering::Relaxed;
+            use std::time::Instant;
+            let yields_wait = &self.worker_sleep_states[idle_state.worker_index].yields_wait;
+            if idle_state.rounds < SPINNING_ROUNDS && yields_wait.load(Relaxed) {
                 // By the clock, not by a count of pause instructions: one
                 // takes 25 ns on some cores and 1 ns on others.
                 let until = Instant::now() + SPIN_PAUSE;
@@ -337,14 +309,15 @@ impl Sleep {
                 }
                 return;
             }
-            state.spun.store(0, Relaxed);
+            let start = Instant::now();
+            thread::yield_now();
+            let waited = start.elapsed() > YIELD_WAITED;
+            if waited != yields_wait.load(Relaxed) {
+                yields_wait.store(waited, Relaxed);
+            }
         }
-        let start = Instant::now();
-        thread::yield_now();
-        let waited = start.elapsed() > YIELD_WAITED;
-        if waited != state.yields_wait.load(Relaxed) {
-            state.yields_wait.store(waited, Relaxed);
-        }
+        #[cfg(loom)]
+        let _ = idle_state;
     }
 
     /// Make the JEC even (if work was posted since the last sleepy thread)

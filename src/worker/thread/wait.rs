@@ -45,11 +45,10 @@ use crate::queues::shared_queue::SharedQueueFlag;
 /// rounds start (`search_or_sleep`).
 const LOOP_LINGER: std::time::Duration = std::time::Duration::from_micros(200);
 
-/// While lingering, searches between two pauses (`Sleep::pause`): a
-/// yield is a system call of about a microsecond, which used to be most
-/// of the delay before a lingering worker saw the next share, but pausing
-/// now and then still gives the core to threads that need it (on a loaded
-/// machine the pause spins instead: there a yield costs a time slice).
+/// While lingering, searches between two `yield_now`s: a yield is a system
+/// call of about a microsecond, which used to be most of the delay before
+/// a lingering worker saw the next share; yielding now and then still
+/// gives the core away on a busy machine.
 const LINGER_SPINS_PER_YIELD: u32 = 8;
 
 impl WorkerThread {
@@ -220,7 +219,7 @@ impl WorkerThread {
             if linger_until.is_some_and(|until| std::time::Instant::now() < until) {
                 lingered += 1;
                 if lingered.is_multiple_of(LINGER_SPINS_PER_YIELD) {
-                    sleep.pause(self.index);
+                    std::thread::yield_now();
                 } else {
                     std::hint::spin_loop();
                 }
