@@ -17,7 +17,10 @@
 //! * `stencil_replay/98304x2000`: a three-point stencil over two 768 KiB
 //!   f64 arrays, 2,000 steps of one loop each: the affinity partitioner
 //!   against rayon, against auto and against the sequential loop, and the
-//!   share of pieces that ran on the worker of the previous step.
+//!   share of pieces that ran on the worker of the previous step; and
+//!   `stencil_replay_vectorised`, the same with a body that vectorises
+//!   (a fifth of the work a step), which shows what a step's fixed cost
+//!   weighs when the body is short.
 //! * `loop_empty_call`: the fixed cost of a loop: an empty body over two
 //!   pieces, called from a worker.
 
@@ -334,7 +337,13 @@ pub(super) fn bench_matmul(ours: &Pool, theirs: &rayon::ThreadPool) {
     println!("#   matmul/512: 2-D tiles of 16x128, target <= 1.0 of rayon's rows");
 }
 
-/// One stencil step for the cells `out` of the field, starting at `off`.
+/// One stencil step for the cells `out` of the field, starting at `off`,
+/// each cell clamping its neighbours' indices: the loop stays scalar (1.5
+/// to 2.1 ns a cell here), about 100 us of work a step on one worker. The
+/// target line runs this body. Not inlined, here and below: every side
+/// calls one copy of the machine code (as `matmul` shares its kernel), so
+/// the line compares the loops, not how each closure's copy compiled.
+#[inline(never)]
 fn stencil(cur: &[f64], out: &mut [f64], off: usize) {
     let n = cur.len();
     for (j, o) in out.iter_mut().enumerate() {
@@ -345,6 +354,29 @@ fn stencil(cur: &[f64], out: &mut [f64], off: usize) {
     }
 }
 
+/// The same step with the field's two end cells apart, so that the
+/// interior is a zip of three shifted slices, which vectorises (about 0.4
+/// ns a cell here): the same results bit for bit, a fifth of the work a
+/// step, so each step's fork, join and placement weigh five times more.
+#[inline(never)]
+fn stencil_vectorised(cur: &[f64], out: &mut [f64], off: usize) {
+    let (n, len) = (cur.len(), out.len());
+    let lo = usize::from(off == 0).min(len);
+    let hi = len.saturating_sub(usize::from(off + len == n)).max(lo);
+    stencil(cur, &mut out[..lo], off);
+    stencil(cur, &mut out[hi..], off + hi);
+    let (a, b) = (off + lo, off + hi);
+    if a < b {
+        let neighbours = cur[a - 1..b - 1]
+            .iter()
+            .zip(&cur[a..b])
+            .zip(&cur[a + 1..b + 1]);
+        for (o, ((l, c), r)) in out[lo..hi].iter_mut().zip(neighbours) {
+            *o = (l + c + r) * (1.0 / 3.0);
+        }
+    }
+}
+
 const STENCIL_CELLS: usize = 98_304;
 const STENCIL_STEPS: usize = 2_000;
 
@@ -352,7 +384,20 @@ fn field() -> Vec<f64> {
     (0..STENCIL_CELLS).map(|i| (i % 100) as f64).collect()
 }
 
-pub(super) fn bench_stencil_replay(ours: &Pool, theirs: &rayon::ThreadPool) {
+/// One step's body: `(cur, out, off)`.
+type StencilBody = fn(&[f64], &mut [f64], usize);
+
+/// Median times of five runs of the stencil with `body`, and the median
+/// share of pieces kept on their worker by the affinity partitioner.
+struct StencilTimes {
+    affinity: Duration,
+    auto: Duration,
+    rayon: Duration,
+    sequential: Duration,
+    kept_share: f64,
+}
+
+fn time_stencil(ours: &Pool, theirs: &rayon::ThreadPool, body: StencilBody) -> StencilTimes {
     let threads = super::threads();
     let chunk = STENCIL_CELLS / (4 * threads);
     let mut affinity = AffinityPartitioner::new();
@@ -380,12 +425,12 @@ pub(super) fn bench_stencil_replay(ours: &Pool, theirs: &rayon::ThreadPool) {
         // The share of every step's pieces, not only the last step's.
         let mut kept_sum = 0.0;
         aff_times.push(run_ours(&mut |next, cur| {
-            sixfold::for_chunks_mut_with(next, &mut affinity, |out, off| stencil(cur, out, off));
+            sixfold::for_chunks_mut_with(next, &mut affinity, |out, off| body(cur, out, off));
             kept_sum += affinity.kept_share();
         }));
         kept.push(kept_sum / STENCIL_STEPS as f64);
         auto_times.push(run_ours(&mut |next, cur| {
-            sixfold::for_chunks_mut(next, |out, off| stencil(cur, out, off))
+            sixfold::for_chunks_mut(next, |out, off| body(cur, out, off))
         }));
         let (mut cur, mut next) = (field(), field());
         let start = Instant::now();
@@ -393,7 +438,7 @@ pub(super) fn bench_stencil_replay(ours: &Pool, theirs: &rayon::ThreadPool) {
             for _ in 0..STENCIL_STEPS {
                 next.par_chunks_mut(chunk)
                     .enumerate()
-                    .for_each(|(k, out)| stencil(&cur, out, k * chunk));
+                    .for_each(|(k, out)| body(&cur, out, k * chunk));
                 std::mem::swap(&mut cur, &mut next);
             }
         });
@@ -401,47 +446,68 @@ pub(super) fn bench_stencil_replay(ours: &Pool, theirs: &rayon::ThreadPool) {
         let (mut cur, mut next) = (field(), field());
         let start = Instant::now();
         for _ in 0..STENCIL_STEPS {
-            stencil(&cur, &mut next, 0);
+            body(&cur, &mut next, 0);
             std::mem::swap(&mut cur, &mut next);
         }
         seq_times.push(start.elapsed());
         black_box(&cur);
     }
-    let (aff, auto, rayon, seq) = (
-        median(aff_times),
-        median(auto_times),
-        median(rayon_times),
-        median(seq_times),
-    );
+    kept.sort_by(f64::total_cmp);
+    StencilTimes {
+        affinity: median(aff_times),
+        auto: median(auto_times),
+        rayon: median(rayon_times),
+        sequential: median(seq_times),
+        kept_share: kept[kept.len() / 2],
+    }
+}
+
+fn ns_a_cell(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e9 / (STENCIL_CELLS * STENCIL_STEPS) as f64
+}
+
+pub(super) fn bench_stencil_replay(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let t = time_stencil(ours, theirs, stencil);
     println!(
         "stencil_replay/98304x2000 {:.3} {:.3} {:.3}",
-        ms(aff),
-        ms(rayon),
-        aff.as_secs_f64() / rayon.as_secs_f64()
+        ms(t.affinity),
+        ms(t.rayon),
+        t.affinity.as_secs_f64() / t.rayon.as_secs_f64()
     );
-    let per_cell = |d: Duration| d.as_secs_f64() * 1e9 / (STENCIL_CELLS * STENCIL_STEPS) as f64;
     println!(
         "#   stencil_replay: ns a cell: affinity {:.3}, auto {:.3}, rayon par_chunks_mut {:.3}, sequential {:.3} (targets: <= 0.75 of rayon, <= 0.8 of sequential)",
-        per_cell(aff),
-        per_cell(auto),
-        per_cell(rayon),
-        per_cell(seq)
+        ns_a_cell(t.affinity),
+        ns_a_cell(t.auto),
+        ns_a_cell(t.rayon),
+        ns_a_cell(t.sequential)
     );
     line(
         "stencil_replay_vs_sequential",
-        aff.as_secs_f64() / seq.as_secs_f64(),
+        t.affinity.as_secs_f64() / t.sequential.as_secs_f64(),
         "affinity partitioner / sequential loop",
     );
     line(
         "stencil_replay_auto",
-        auto.as_secs_f64() / rayon.as_secs_f64(),
+        t.auto.as_secs_f64() / t.rayon.as_secs_f64(),
         "auto partitioner / rayon",
     );
-    kept.sort_by(f64::total_cmp);
     line(
         "stencil_replay_kept_share",
-        kept[kept.len() / 2],
+        t.kept_share,
         "share of pieces on the worker that ran them the step before, over all steps (target >= 0.95)",
+    );
+    let v = time_stencil(ours, theirs, stencil_vectorised);
+    line(
+        "stencil_replay_vectorised",
+        v.affinity.as_secs_f64() / v.rayon.as_secs_f64(),
+        &format!(
+            "the vectorised body, affinity / rayon (no target); ns a cell: affinity {:.3}, auto {:.3}, rayon {:.3}, sequential {:.3}; kept share {:.3}",
+            ns_a_cell(v.affinity),
+            ns_a_cell(v.auto),
+            ns_a_cell(v.rayon),
+            ns_a_cell(v.sequential),
+            v.kept_share
+        ),
     );
 }
 
