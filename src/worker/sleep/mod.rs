@@ -10,7 +10,7 @@
 //!
 //! A worker that finds nothing searches again, in rounds, yielding between
 //! them, or spinning when its last yield waited for another thread (a
-//! loaded machine, where a yield costs a time slice: `SPINNING_ROUNDS`)
+//! loaded machine, where a yield costs a time slice: `pause.rs`)
 //! (one that just ran a share of a parallel loop, or waits for the
 //! other shares of its own, first searches for 200 us, yielding: the next
 //! step of an iterated loop comes within microseconds, and a wake from a
@@ -97,10 +97,10 @@
 //! count at once; a worker only blocks while holding no task.
 
 pub(crate) mod counters;
+#[cfg(not(loom))]
+mod pause;
 
 use crate::platform::latch::CoreLatch;
-#[cfg(not(loom))]
-use crate::platform::sync::thread;
 use crate::platform::sync::{AtomicUsize, Condvar, Mutex, Ordering, fence};
 use counters::{AtomicCounters, JobsEventCounter};
 use crossbeam_utils::CachePadded;
@@ -111,28 +111,6 @@ use crossbeam_utils::CachePadded;
 const ROUNDS_UNTIL_SLEEPY: u32 = if cfg!(loom) { 1 } else { 10 };
 /// One more round after getting sleepy, then sleep.
 const ROUNDS_UNTIL_SLEEPING: u32 = ROUNDS_UNTIL_SLEEPY + 1;
-
-/// On a loaded machine, the first rounds of a search pause by spinning in
-/// place, for `SPIN_PAUSE` each, instead of yielding.
-///
-/// A yield is cheap on an idle machine (0.6 us here), but on a loaded one
-/// it hands the rest of the time slice to whatever else is runnable: the
-/// worker then waits a whole slice (about 4 ms here) behind a busy
-/// neighbour, while the task it was looking for (the next batch of a
-/// pipeline, the other half of a join) usually turns up within
-/// microseconds. Under two busy loops on two cores, a pipeline of 0.6 us
-/// items whose second worker yielded after every batch got a tenth of its
-/// CPU share and ran at half speed. So each worker notes whether its last
-/// yield waited (`YIELD_WAITED`); while they do, its searches spin their
-/// first rounds. On an idle machine yields return at once and nothing
-/// spins: an idle pool's CPU is what it was.
-#[cfg(not(loom))]
-const SPINNING_ROUNDS: u32 = 10;
-#[cfg(not(loom))]
-const SPIN_PAUSE: std::time::Duration = std::time::Duration::from_micros(5);
-/// A yield that took longer than this ran someone else first.
-#[cfg(not(loom))]
-const YIELD_WAITED: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// How long a sleeper blocks while a run may push work without waking
 /// anyone (see "Heartbeat" above): the longest an idle worker leaves a
@@ -162,11 +140,11 @@ struct WorkerSleepState {
     /// by the sleeper (to true) and by the waker (to false).
     is_blocked: Mutex<bool>,
     condvar: Condvar,
-    /// The worker's last yield waited for another thread: spin first (see
-    /// `SPINNING_ROUNDS`). Only the worker touches it; a plain std atomic,
-    /// as it is a speed hint outside the protocol the loom models check.
+    /// How the worker pauses between search rounds (`pause.rs`): only the
+    /// worker touches it, and it is a speed hint outside the protocol the
+    /// loom models check.
     #[cfg(not(loom))]
-    yields_wait: std::sync::atomic::AtomicBool,
+    pauses: pause::Pauses,
 }
 
 /// The sleep state of one pool.
@@ -212,7 +190,7 @@ impl Sleep {
                         is_blocked: Mutex::new(false),
                         condvar: Condvar::new(),
                         #[cfg(not(loom))]
-                        yields_wait: std::sync::atomic::AtomicBool::new(false),
+                        pauses: pause::Pauses::new(),
                     })
                 })
                 .collect(),
@@ -286,38 +264,39 @@ impl Sleep {
         }
     }
 
-    /// Pause between search rounds: spin or yield (see `SPINNING_ROUNDS`).
-    /// Under loom it does nothing: a loom yield parks the thread until
-    /// every other thread is blocked, which would hide exactly the
-    /// interleavings the models are for (a search racing a post); the
-    /// rounds are a performance measure, not part of the protocol.
+    /// Pause between search rounds: yield, spin, or (before sleeping)
+    /// nothing, by what the worker's yields meet (`pause.rs`). Under loom
+    /// it does nothing: a loom yield parks the thread until every other
+    /// thread is blocked, which would hide exactly the interleavings the
+    /// models are for (a search racing a post); the rounds are a
+    /// performance measure, not part of the protocol.
     #[inline]
     fn pause_between_rounds(&self, idle_state: &IdleState) {
         #[cfg(not(loom))]
-        {
-            use std::sync::atomic::Ordering::Relaxed;
-            use std::time::Instant;
-            let yields_wait = &self.worker_sleep_states[idle_state.worker_index].yields_wait;
-            if idle_state.rounds < SPINNING_ROUNDS && yields_wait.load(Relaxed) {
-                // By the clock, not by a count of pause instructions: one
-                // takes 25 ns on some cores and 1 ns on others.
-                let until = Instant::now() + SPIN_PAUSE;
-                while Instant::now() < until {
-                    for _ in 0..16 {
-                        std::hint::spin_loop();
-                    }
-                }
-                return;
-            }
-            let start = Instant::now();
-            thread::yield_now();
-            let waited = start.elapsed() > YIELD_WAITED;
-            if waited != yields_wait.load(Relaxed) {
-                yields_wait.store(waited, Relaxed);
-            }
-        }
+        self.worker_sleep_states[idle_state.worker_index]
+            .pauses
+            .pause(
+                idle_state.rounds,
+                idle_state.rounds == ROUNDS_UNTIL_SLEEPING,
+            );
         #[cfg(loom)]
         let _ = idle_state;
+    }
+
+    /// Whether the worker's yields wait for another process's threads (a
+    /// loaded machine): then a yield costs a time slice, and a short wait
+    /// had better spin (`pause.rs`). Always false under loom.
+    #[inline]
+    pub(crate) fn yields_meet_neighbours(&self, worker_index: usize) -> bool {
+        #[cfg(not(loom))]
+        return self.worker_sleep_states[worker_index]
+            .pauses
+            .yields_meet_neighbours();
+        #[cfg(loom)]
+        {
+            let _ = worker_index;
+            false
+        }
     }
 
     /// Make the JEC even (if work was posted since the last sleepy thread)

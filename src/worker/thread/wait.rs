@@ -195,6 +195,9 @@ impl WorkerThread {
             .replace(false)
             .then(|| std::time::Instant::now() + LOOP_LINGER);
         let mut lingered = 0u32;
+        // On a machine loaded by other processes a yield waits a time
+        // slice: linger spinning only.
+        let linger_yields = !sleep.yields_meet_neighbours(self.index);
         while !latch.probe() {
             if let Some((job, rule)) = self.find_work_with(access) {
                 mailbox.set_busy();
@@ -218,7 +221,7 @@ impl WorkerThread {
             }
             if linger_until.is_some_and(|until| std::time::Instant::now() < until) {
                 lingered += 1;
-                if lingered.is_multiple_of(LINGER_SPINS_PER_YIELD) {
+                if linger_yields && lingered.is_multiple_of(LINGER_SPINS_PER_YIELD) {
                     std::thread::yield_now();
                 } else {
                     std::hint::spin_loop();

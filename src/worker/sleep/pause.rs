@@ -1,0 +1,247 @@
+//! How a searching worker pauses between two search rounds: a yield, a
+//! short spin, or (right before sleeping, on a machine loaded by other
+//! processes) nothing.
+//!
+//! A yield is cheap on an idle machine (0.6 us here). On a loaded one it
+//! hands the core to whatever else is runnable, and what the yield then
+//! waits for decides what it was worth:
+//!
+//! * **Another process's thread** (a busy neighbour): the worker waits a
+//!   whole time slice (about 4 ms here), while the task it was looking
+//!   for (the next batch of a pipeline, the other half of a join, the next
+//!   round of a caller) usually turns up within microseconds. Under two
+//!   busy loops on two cores, a pipeline of 0.6 us items whose second
+//!   worker yielded after every batch got a tenth of its CPU share.
+//! * **A thread of this process** (more runnable threads than cores: many
+//!   pools, a test harness, a sanitizer's slowdown): the yield is what lets
+//!   that thread run, and is often how the work the worker looks for gets
+//!   made. Replacing these yields with spins made a sleep stress test with
+//!   more threads than cores 1.5 to 2 times slower under ThreadSanitizer.
+//!
+//! So the worker remembers two things. Whether its last yield waited:
+//! while yields wait, the first `SPINNING_ROUNDS` rounds of a search spin
+//! in place instead. And whom its last yield before sleeping met, which
+//! it measures once yields wait (two system calls beside a sleep; an
+//! idle machine's yields return at once and pay none): after our own
+//! threads, or an idle machine, the next search yields before sleeping
+//! too; after a neighbour, every search spins its first rounds and skips
+//! that yield, sleeping at once (a wake then costs a wake, not a slice),
+//! and the worker yields before sleeping again only `PROBE_EVERY_MS`
+//! later, which is how it notices that the load has gone.
+//!
+//! Which threads ran is read off the process's CPU clock, while the
+//! worker was off its core: more CPU time than all the other cores could
+//! have given means some of it was on this core (our own threads); next
+//! to none means something else held this core (a neighbour); anything
+//! between could be either, and keeps the last verdict. So a process
+//! with more threads than cores on an idle machine, whose yields always
+//! wait for its own threads, never reads as loaded. Without the clock a
+//! waited yield tells nothing, and the worker keeps yielding (the
+//! cautious choice).
+//!
+//! Invariant: none of this is part of the sleep protocol (the pause only
+//! spaces out search rounds); the state is the worker's own, touched by no
+//! other thread.
+
+use crate::platform::cpu_clock::process_cpu_time;
+use crate::platform::sync::thread;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// Rounds that spin instead of yielding once yields wait.
+const SPINNING_ROUNDS: u32 = 10;
+/// One spinning pause.
+const SPIN_PAUSE: Duration = Duration::from_micros(5);
+/// A yield that took longer than this ran someone else first.
+const YIELD_WAITED: Duration = Duration::from_micros(50);
+/// After the yield before sleeping met a neighbour, the worker yields
+/// before sleeping again only this long after, to see whether the
+/// neighbour is still there: under load each such yield costs a time
+/// slice, a few per cent of a core at this spacing.
+const PROBE_EVERY_MS: u64 = 100;
+
+/// Whom a yield that waited met.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Met {
+    /// The process ran on this core meanwhile: our own threads.
+    OwnThreads,
+    /// The process hardly ran at all meanwhile, so something else held
+    /// this core: a neighbour.
+    Neighbour,
+    /// Either could explain it (our threads ran on the other cores about
+    /// as long as the wait), or the clock is missing: keep the last
+    /// verdict.
+    Unknown,
+}
+
+/// One worker's pause state: only that worker reads or writes it (plain
+/// std atomics for `Sync`, not for ordering).
+pub(super) struct Pauses {
+    /// The last yield waited for another thread.
+    last_waited: AtomicBool,
+    /// The last yield before sleeping waited for a neighbour.
+    neighbour_before_sleep: AtomicBool,
+    /// When (`now_ms`) a search skipping its yield before sleeping next
+    /// yields anyway (`probe_due`).
+    next_probe: AtomicU64,
+}
+
+impl Pauses {
+    pub(super) fn new() -> Self {
+        Pauses {
+            last_waited: AtomicBool::new(false),
+            neighbour_before_sleep: AtomicBool::new(false),
+            next_probe: AtomicU64::new(0),
+        }
+    }
+
+    /// Pause after the search round `round` found nothing; `before_sleep`
+    /// for the last pause before the worker blocks.
+    pub(super) fn pause(&self, round: u32, before_sleep: bool) {
+        let neighbour = self.neighbour_before_sleep.load(Relaxed);
+        if (neighbour || self.last_waited.load(Relaxed)) && round < SPINNING_ROUNDS {
+            spin(SPIN_PAUSE);
+            return;
+        }
+        if !before_sleep {
+            let waited = timed_yield(false).is_some();
+            self.last_waited.store(waited, Relaxed);
+            return;
+        }
+        if neighbour && !self.probe_due() {
+            return;
+        }
+        // The process clock is a system call a reading: read it only once
+        // yields are known to wait, so an idle machine's sleeps cost what
+        // they did. The first yield that waits counts as our own threads'
+        // (the cautious choice); the next one before a sleep is measured.
+        let met = timed_yield(neighbour || self.last_waited.load(Relaxed));
+        self.last_waited.store(met.is_some(), Relaxed);
+        let neighbour = match met {
+            // A yield that returned at once: nobody else wanted the core.
+            None => false,
+            Some(Met::OwnThreads) => false,
+            Some(Met::Neighbour) => true,
+            Some(Met::Unknown) => neighbour,
+        };
+        self.neighbour_before_sleep.store(neighbour, Relaxed);
+        if neighbour {
+            self.next_probe.store(now_ms() + PROBE_EVERY_MS, Relaxed);
+        }
+    }
+
+    /// Whether the worker's last yield before sleeping met a neighbour:
+    /// its other yields had better spin too (`WorkerThread::search_or_sleep`
+    /// lingering after a loop share).
+    pub(super) fn yields_meet_neighbours(&self) -> bool {
+        self.neighbour_before_sleep.load(Relaxed)
+    }
+
+    /// Whether to yield before this sleep after all, to see whether the
+    /// neighbour is still there: once every `PROBE_EVERY_MS`.
+    fn probe_due(&self) -> bool {
+        now_ms() >= self.next_probe.load(Relaxed)
+    }
+}
+
+/// Milliseconds since the first call in the process (a clock that fits an
+/// atomic).
+fn now_ms() -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Spin in place for `pause`: by the clock, not by a count of pause
+/// instructions (one takes 25 ns on some cores and 1 ns on others).
+fn spin(pause: Duration) {
+    let until = Instant::now() + pause;
+    while Instant::now() < until {
+        for _ in 0..16 {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Yield, and say whom the yield met if it waited (`None`: it returned
+/// at once). The process clock is read only to `classify`, so that a
+/// search round's yield on an idle machine costs no more than the yield;
+/// unclassified, a yield that waited met `Unknown`.
+fn timed_yield(classify: bool) -> Option<Met> {
+    let cpu_before = if classify { process_cpu_time() } else { None };
+    let start = Instant::now();
+    thread::yield_now();
+    let waited = start.elapsed();
+    if waited <= YIELD_WAITED {
+        return None;
+    }
+    let used = cpu_before.and_then(|before| Some(process_cpu_time()?.saturating_sub(before)));
+    Some(match used {
+        Some(used) => classify_wait(used, waited, other_cores()),
+        None => Met::Unknown,
+    })
+}
+
+/// Whom a yield that waited `waited` met, given that the process used
+/// `used` of CPU meanwhile and has `other_cores` cores besides this one.
+/// A quarter of the wait is left to spare either way, for the clocks'
+/// skew and our own thread's time around the yield:
+///
+/// * more than the other cores could give means the process also ran on
+///   this core: our own threads;
+/// * less than a quarter of the wait means no thread of ours held this
+///   core for the wait: a neighbour did;
+/// * in between, our threads may have run on the other cores while a
+///   neighbour held this one, or on this core while the others idled:
+///   the wait does not tell.
+fn classify_wait(used: Duration, waited: Duration, other_cores: u32) -> Met {
+    if used > waited * other_cores + waited / 4 {
+        Met::OwnThreads
+    } else if used < waited / 4 {
+        Met::Neighbour
+    } else {
+        Met::Unknown
+    }
+}
+
+/// The cores the process may run on besides the calling thread's.
+fn other_cores() -> u32 {
+    static CORES: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+    }) - 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Met, classify_wait};
+    use std::time::Duration;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_wait_the_other_cores_cannot_explain_met_our_own_threads() {
+        // Two cores, both running our threads for the 4 ms wait.
+        assert_eq!(classify_wait(8 * MS, 4 * MS, 1), Met::OwnThreads);
+        // One core ours for the whole wait, this one for half of it.
+        assert_eq!(classify_wait(6 * MS, 4 * MS, 1), Met::OwnThreads);
+    }
+
+    #[test]
+    fn a_wait_the_other_cores_explain_met_a_neighbour() {
+        // Nothing of ours ran at all.
+        assert_eq!(classify_wait(Duration::ZERO, 4 * MS, 1), Met::Neighbour);
+        // One core: any CPU time of ours during the wait was on this core.
+        assert_eq!(classify_wait(2 * MS, 4 * MS, 0), Met::OwnThreads);
+        assert_eq!(classify_wait(Duration::ZERO, 4 * MS, 0), Met::Neighbour);
+    }
+
+    #[test]
+    fn a_wait_either_could_explain_is_unknown() {
+        // Our other worker ran on the other core while a busy loop held
+        // this one, or ours ran here while the other core idled.
+        assert_eq!(classify_wait(4 * MS, 4 * MS, 1), Met::Unknown);
+        assert_eq!(classify_wait(2 * MS, 4 * MS, 1), Met::Unknown);
+    }
+}
