@@ -171,9 +171,9 @@ fn joins_and_sleeps_are_traced_and_off_means_empty() {
     assert!(empty.tasks.is_empty() && empty.sleeps.is_empty());
 }
 
-/// A record's end is settled by the worker's next clock reading; the idle
-/// path takes one before it searches, so the time a worker then spends
-/// idle is never counted as the last task's.
+/// The worker reads the clock before it searches and at the start of the
+/// first task after, so the time a worker spends idle is never counted
+/// as the last task's or the next one's.
 #[test]
 fn a_task_ends_when_it_returns_not_when_its_worker_next_works() {
     use std::time::Duration;
@@ -194,4 +194,91 @@ fn a_task_ends_when_it_returns_not_when_its_worker_next_works() {
         "the first task ends before the 300 ms idle gap: {first:?} {second:?}"
     );
     assert!(second.end_ns >= second.start_ns);
+}
+
+/// A task that runs across a `take_trace` (an outer task whose nested
+/// tasks were taken meanwhile) keeps its start: the buffer keeps the
+/// clock readings its later record needs. Its nested tasks, in either
+/// take, lie inside it, and it lasts at least as long as it measured
+/// itself.
+#[test]
+fn a_task_running_across_a_take_keeps_its_start_and_contains_its_children() {
+    use std::sync::mpsc::channel;
+    use std::time::{Duration, Instant};
+    let pool = Pool::builder().num_threads(1).trace(true).build().unwrap();
+    let _ = pool.take_trace();
+    let (halfway_tx, halfway_rx) = channel();
+    let (taken_tx, taken_rx) = channel::<()>();
+    let pool = &pool;
+    let (first, wall) = std::thread::scope(|s| {
+        let outer = s.spawn(move || {
+            pool.install(move || {
+                let started = Instant::now();
+                // Enough join halves to fill and flush the worker's batch.
+                assert_eq!(fib_join(20), 6765);
+                halfway_tx.send(()).unwrap();
+                taken_rx.recv().unwrap();
+                assert_eq!(fib_join(20), 6765);
+                started.elapsed()
+            })
+        });
+        halfway_rx.recv().unwrap();
+        let first = pool.take_trace();
+        taken_tx.send(()).unwrap();
+        (first, outer.join().unwrap())
+    });
+    let second = pool.take_trace();
+    assert!(
+        !first.tasks.is_empty(),
+        "the first half's records were taken"
+    );
+    let outer = second
+        .tasks
+        .iter()
+        .max_by_key(|t| t.end_ns - t.start_ns)
+        .expect("records");
+    // The clocks (the trace's and `Instant`) agree to far better than
+    // this slack; losing the first half would lose the 10 ms the take
+    // waited for the task in flight.
+    let slack = Duration::from_micros(200).as_nanos() as u64;
+    assert!(
+        outer.end_ns - outer.start_ns + slack >= wall.as_nanos() as u64,
+        "the outer task lasted {wall:?}: {outer:?}"
+    );
+    for t in first.tasks.iter().chain(&second.tasks) {
+        assert!(
+            outer.start_ns <= t.start_ns && t.start_ns <= t.end_ns && t.end_ns <= outer.end_ns,
+            "{t:?} lies outside the outer task {outer:?}"
+        );
+    }
+    assert_eq!(
+        first.tasks.len() + second.tasks.len(),
+        2 * 10_945 + 1,
+        "every join half and the outer task"
+    );
+}
+
+/// A pool without threads runs each call on a new guest of its one slot:
+/// the second guest's records come after the first's, not mixed with
+/// them (its stamps go on from where the first guest's stopped).
+#[test]
+fn guests_of_a_pool_without_threads_trace_one_after_the_other() {
+    let pool = Pool::builder().num_threads(0).trace(true).build().unwrap();
+    let _ = pool.take_trace();
+    assert_eq!(pool.install(|| fib_join(12)), 144);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(pool.install(|| fib_join(12)), 144);
+    let trace = pool.take_trace();
+    // Each install: 232 join halves (the caller runs the body itself).
+    assert_eq!(trace.tasks.len(), 2 * 232, "{}", trace.summary());
+    let (first, second) = trace.tasks.split_at(232);
+    let first_end = first.iter().map(|t| t.end_ns).max().unwrap();
+    let second_start = second.iter().map(|t| t.start_ns).min().unwrap();
+    assert!(
+        first_end + 4_000_000 <= second_start,
+        "the calls were 5 ms apart: the first ends at {first_end} ns, the second starts at {second_start} ns"
+    );
+    for t in &trace.tasks {
+        assert!(t.start_ns <= t.end_ns, "{t:?}");
+    }
 }

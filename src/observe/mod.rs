@@ -1,8 +1,10 @@
 //! What a pool tells about itself: counters per rule (`stats.rs`) and the
-//! optional trace of task and sleep events (`trace.rs`). Every layer writes
+//! optional trace of task and sleep events (`trace.rs`, timed through
+//! `stamp.rs` and `clock.rs`). Every layer writes
 //! here; this layer imports none of them.
 
 pub(crate) mod clock;
+pub(crate) mod stamp;
 pub(crate) mod stats;
 pub(crate) mod trace;
 

@@ -4,13 +4,14 @@
 //! runs (start, end, the rule that supplied it, the task's name if it has
 //! one) and one per time it slept, to a batch of its own, moved every
 //! `BATCH` records (and when it goes idle) to a buffer of its own (a mutex
-//! only that worker and `Pool::take_trace` ever take). A record costs one
-//! reading of the time-stamp counter (`clock.rs`; a task's end is the
-//! worker's next reading), 24 bytes (`RawTask`: the public `TaskEvent` is
-//! built by `collect`), no allocation but the batch's, and no atomic
-//! read-modify-write: tracing can stay on. With
-//! tracing off, the hot path pays one predictable branch on a flag the
-//! worker keeps.
+//! only that worker and `Pool::take_trace` ever take). A record holds two
+//! stamps, not times: a worker's event counts, tied to the time-stamp
+//! counter (`clock.rs`) by readings spaced to the length of its tasks
+//! (`stamp.rs`, which says what that keeps exact), so a record costs a few
+//! cell updates, 24 bytes (`RawTask`: the public `TaskEvent` is built by
+//! `collect`), no allocation but the batch's, and no atomic
+//! read-modify-write: tracing can stay on. With tracing off, the hot path
+//! pays one predictable branch on a flag the worker keeps.
 //!
 //! `Trace::write_chrome_json` writes the Chrome trace-event format that
 //! Perfetto (ui.perfetto.dev) and `chrome://tracing` open: one track per
@@ -18,17 +19,19 @@
 //! sleep intervals. `Trace::summary` is the same as a plain-text table.
 //!
 //! Invariants: a worker's records are in the order it finished them; times
-//! are clock ticks until `collect` and nanoseconds since the pool was
-//! built after; a nested task (run while its parent waits) lies inside its
-//! parent's interval.
+//! are stamps until `collect` and nanoseconds since the pool was built
+//! after; a nested task (run while its parent waits) lies inside its
+//! parent's interval; a buffer keeps the anchors its worker's records yet
+//! to come may need (`TraceBuffer::flush`'s `needed_from`).
 
 use crate::observe::clock::{Calibration, TraceClock};
+use crate::observe::stamp::Anchors;
 use crate::observe::stats::Rule;
 use parking_lot::Mutex;
 use std::fmt::{self, Write as _};
 use std::io::{self, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// One task a worker ran.
@@ -38,9 +41,14 @@ pub struct TaskEvent {
     pub worker: usize,
     /// The rule that supplied it.
     pub rule: Rule,
-    /// Nanoseconds since the pool was built, when it started.
+    /// Nanoseconds since the pool was built, when it started. Exact for a
+    /// task that starts after its worker searched or slept, and whenever
+    /// the worker's tasks last a microsecond or more; within a run of
+    /// shorter tasks, placed evenly between clock readings a few
+    /// microseconds apart (see [`Builder::trace`](crate::Builder::trace)).
     pub start_ns: u64,
-    /// ... and when it ended (nested tasks included).
+    /// ... and when it ended (nested tasks included), with the same
+    /// precision.
     pub end_ns: u64,
     /// Its name: a graph node's (`Graph::add_named`), or a task's spawned
     /// with `Pool::spawn_named`.
@@ -69,7 +77,7 @@ pub struct Trace {
     pub sleeps: Vec<SleepEvent>,
 }
 
-/// A task record as its worker writes it: clock ticks and the rule, 24
+/// A task record as its worker writes it: stamps and the rule, 24
 /// bytes. The worker is the buffer's, and the rare name goes beside
 /// (`RecordBatch::names`). A traced fork-join writes a record every ten
 /// nanoseconds or so, and the records of a run outgrow the caches: the
@@ -82,13 +90,16 @@ pub(crate) struct RawTask {
     pub(crate) rule: Rule,
 }
 
-/// A worker's records, in the order the tasks ended.
+/// A worker's records, in the order the tasks ended, and its clock
+/// readings meanwhile.
 #[derive(Default)]
 pub(crate) struct RecordBatch {
     pub(crate) tasks: Vec<RawTask>,
     /// The names of the named tasks, each with its record's position in
     /// `tasks`, in increasing position.
     pub(crate) names: Vec<(usize, Arc<str>)>,
+    /// The worker's anchors (stamp, ticks) taken since its last batch.
+    pub(crate) anchors: Vec<(u64, u64)>,
 }
 
 impl RecordBatch {
@@ -96,40 +107,17 @@ impl RecordBatch {
         RecordBatch {
             tasks: Vec::with_capacity(tasks),
             names: Vec::new(),
+            anchors: Vec::new(),
         }
     }
 
-    /// Record a task that started at `start` (ticks) and whose end is not
-    /// read yet: `end` is `start` until the worker's next clock reading
-    /// settles it (`tracing.rs`).
+    /// Record a task that ran from stamp `start` to stamp `end`.
     #[inline]
-    pub(crate) fn push(&mut self, rule: Rule, start: u64, name: Option<Arc<str>>) {
-        if let Some(name) = name {
-            self.names.push((self.tasks.len(), name));
-        }
-        self.tasks.push(RawTask {
-            start,
-            end: start,
-            rule,
-        });
-    }
-
-    /// Record a task that ran from `start` to `end` (ticks).
-    #[inline]
-    pub(crate) fn push_closed(&mut self, rule: Rule, start: u64, end: u64, name: Option<Arc<str>>) {
+    pub(crate) fn push(&mut self, rule: Rule, start: u64, end: u64, name: Option<Arc<str>>) {
         if let Some(name) = name {
             self.names.push((self.tasks.len(), name));
         }
         self.tasks.push(RawTask { start, end, rule });
-    }
-
-    /// The last `open` records, whose end was not read yet, end at `now`.
-    #[inline]
-    pub(crate) fn end_open(&mut self, open: usize, now: u64) {
-        let len = self.tasks.len();
-        for record in &mut self.tasks[len - open..] {
-            record.end = now;
-        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -140,9 +128,17 @@ impl RecordBatch {
         self.tasks.is_empty()
     }
 
-    /// The public records of worker `worker`, times in nanoseconds; leaves
-    /// the batch empty (its capacity kept, for reuse).
-    fn drain_into(&mut self, worker: usize, cal: &Calibration, out: &mut Vec<TaskEvent>) {
+    /// The public records of worker `worker`, times in nanoseconds (its
+    /// stamps placed by `anchors`); leaves the batch empty (its capacity
+    /// kept, for reuse).
+    fn drain_into(
+        &mut self,
+        worker: usize,
+        cal: &Calibration,
+        anchors: &Anchors<'_>,
+        out: &mut Vec<TaskEvent>,
+    ) {
+        self.anchors.clear();
         let mut names = self.names.drain(..).peekable();
         out.extend(self.tasks.drain(..).enumerate().map(|(at, raw)| {
             let name = names
@@ -151,19 +147,44 @@ impl RecordBatch {
             TaskEvent {
                 worker,
                 rule: raw.rule,
-                start_ns: cal.ns(raw.start),
-                end_ns: cal.ns(raw.end),
+                start_ns: cal.ns(anchors.ticks(raw.start)),
+                end_ns: cal.ns(anchors.ticks(raw.end)),
                 name,
             }
         }));
     }
 }
 
+/// What a worker has handed to its buffer and `collect` has not taken.
+struct Shelf {
+    /// Whole batches, as the worker filled them (no copying on flush).
+    batches: Vec<RecordBatch>,
+    /// Sleep intervals, in ticks.
+    sleeps: Vec<SleepEvent>,
+    /// Anchors of batches already taken that the worker's records yet to
+    /// come may still need (a task running across a take).
+    kept_anchors: Vec<(u64, u64)>,
+    /// No stamp of a record yet to come lies below this (the start of the
+    /// task running outermost at the last flush; `u64::MAX`: none ran).
+    needed_from: u64,
+}
+
+impl Default for Shelf {
+    fn default() -> Self {
+        Shelf {
+            batches: Vec::new(),
+            sleeps: Vec::new(),
+            kept_anchors: Vec::new(),
+            needed_from: u64::MAX,
+        }
+    }
+}
+
 /// A worker's buffer (in the registry, one per slot).
 #[derive(Default)]
 pub(crate) struct TraceBuffer {
-    /// Whole batches, as the worker filled them (no copying on flush).
-    records: Mutex<(Vec<RecordBatch>, Vec<SleepEvent>)>,
+    /// What the worker handed over.
+    records: Mutex<Shelf>,
     /// Emptied batches `collect` gives back, for the worker's next flush:
     /// a traced pool that is taken from regularly allocates no new batch
     /// (a fresh one is 96 KiB of page faults, which cost a traced task as
@@ -177,6 +198,8 @@ pub(crate) struct TraceBuffer {
     /// saw the completion sees the record. Only the buffer's worker writes
     /// it, so a load and a store do (no locked instruction a task).
     in_flight: AtomicUsize,
+    /// The stamp the slot's next thread starts from (`Stamps::starting_at`).
+    next_stamp: AtomicU64,
 }
 
 impl TraceBuffer {
@@ -188,9 +211,11 @@ impl TraceBuffer {
     }
 
     /// Move a worker's local batch of records (each announced with
-    /// `task_started`) into the buffer. Called by the buffer's own worker
-    /// only.
-    pub(crate) fn flush(&self, batch: &mut RecordBatch) {
+    /// `task_started`) into the buffer; `needed_from`: no stamp of the
+    /// worker's records yet to come lies below it. Called by the buffer's
+    /// own worker only, which also says where its stamps stand.
+    pub(crate) fn flush(&self, batch: &mut RecordBatch, needed_from: u64, next_stamp: u64) {
+        self.next_stamp.store(next_stamp, Ordering::Relaxed);
         if batch.is_empty() {
             return;
         }
@@ -201,17 +226,36 @@ impl TraceBuffer {
             .pop()
             .unwrap_or_else(|| RecordBatch::with_capacity(BATCH));
         let full = std::mem::replace(batch, next);
-        self.records.lock().0.push(full);
+        {
+            let mut shelf = self.records.lock();
+            shelf.batches.push(full);
+            shelf.needed_from = needed_from;
+        }
         let left = self.in_flight.load(Ordering::Relaxed);
         self.in_flight.store(left - n, Ordering::Release);
     }
 
-    pub(crate) fn sleep(&self, event: SleepEvent) {
-        self.records.lock().1.push(event);
+    /// Where the slot's next thread starts its stamps.
+    pub(crate) fn next_stamp(&self) -> u64 {
+        self.next_stamp.load(Ordering::Relaxed)
     }
 
-    fn take(&self) -> (Vec<RecordBatch>, Vec<SleepEvent>) {
-        std::mem::take(&mut *self.records.lock())
+    pub(crate) fn sleep(&self, event: SleepEvent) {
+        self.records.lock().sleeps.push(event);
+    }
+
+    /// Take the batches and sleeps, with every anchor their stamps need;
+    /// keep the anchors the records yet to come may need.
+    fn take(&self) -> (Vec<RecordBatch>, Vec<SleepEvent>, Vec<(u64, u64)>) {
+        let mut shelf = self.records.lock();
+        let batches = std::mem::take(&mut shelf.batches);
+        let mut anchors = std::mem::take(&mut shelf.kept_anchors);
+        for batch in &batches {
+            anchors.extend_from_slice(&batch.anchors);
+        }
+        let from = Anchors::new(&anchors).needed_from(shelf.needed_from);
+        shelf.kept_anchors = anchors[from..].to_vec();
+        (batches, std::mem::take(&mut shelf.sleeps), anchors)
     }
 }
 
@@ -240,7 +284,7 @@ pub(crate) fn collect<'a>(
         }
     }
     let taken: Vec<_> = buffers.clone().map(TraceBuffer::take).collect();
-    // Records hold clock ticks until here (the buffer's position is the
+    // Records hold stamps until here (the buffer's position is the
     // worker's index).
     let cal = clock.calibrate();
     let mut trace = Trace {
@@ -249,14 +293,16 @@ pub(crate) fn collect<'a>(
     };
     let recorded = taken
         .iter()
-        .flat_map(|(batches, _)| batches)
+        .flat_map(|(batches, _, _)| batches)
         .map(RecordBatch::len)
         .sum();
     trace.tasks.reserve_exact(recorded);
-    for (worker, ((batches, sleeps), buffer)) in taken.into_iter().zip(buffers).enumerate() {
+    for (worker, ((batches, sleeps, anchors), buffer)) in taken.into_iter().zip(buffers).enumerate()
+    {
+        let anchors = Anchors::new(&anchors);
         let mut emptied = Vec::with_capacity(batches.len());
         for mut batch in batches {
-            batch.drain_into(worker, &cal, &mut trace.tasks);
+            batch.drain_into(worker, &cal, &anchors, &mut trace.tasks);
             if batch.tasks.capacity() == BATCH {
                 emptied.push(batch);
             }
@@ -453,14 +499,17 @@ mod tests {
         let clock = TraceClock::new();
         let mut batch = RecordBatch::default();
         let named = |s: &str| Some(Arc::<str>::from(s));
-        batch.push(Rule::Steal, 10, None);
-        batch.push_closed(Rule::OwnDeque, 20, 30, named("b"));
-        batch.push(Rule::Successor, 40, None);
-        batch.push(Rule::Successor, 50, None);
-        batch.push_closed(Rule::Returned, 60, 70, named("e"));
+        batch.push(Rule::Steal, 1, 2, None);
+        batch.push(Rule::OwnDeque, 2, 3, named("b"));
+        batch.push(Rule::Successor, 4, 5, None);
+        batch.push(Rule::Successor, 5, 6, None);
+        batch.push(Rule::Returned, 6, 7, named("e"));
+        // Stamps 0 to 7 at ticks 0, 10, ... 70.
+        batch.anchors = vec![(0, 0), (7, 70)];
         let cal = clock.calibrate();
         let mut events = Vec::new();
-        batch.drain_into(3, &cal, &mut events);
+        let anchors = batch.anchors.clone();
+        batch.drain_into(3, &cal, &Anchors::new(&anchors), &mut events);
         let names: Vec<_> = events.iter().map(|e| e.name.as_deref()).collect();
         assert_eq!(names, [None, Some("b"), None, None, Some("e")]);
         let rules: Vec<_> = events.iter().map(|e| e.rule).collect();
@@ -477,6 +526,6 @@ mod tests {
         assert!(events.iter().all(|e| e.worker == 3));
         assert_eq!(events[1].start_ns, cal.ns(20));
         assert_eq!(events[1].end_ns, cal.ns(30));
-        assert!(batch.tasks.is_empty() && batch.names.is_empty());
+        assert!(batch.tasks.is_empty() && batch.names.is_empty() && batch.anchors.is_empty());
     }
 }

@@ -7,13 +7,20 @@
 //! buffer a batch at a time (no lock per task). The untraced hot paths
 //! test only the worker's `tracing` flag and never touch this state.
 //!
-//! Invariants: one clock reading a task: a record's end is the worker's
-//! next reading (`trace_read`), shared by every record whose end is still
-//! open; the open ends are settled before the worker searches or sleeps
-//! and before its batch leaves it (`flush_trace`), so neither a search
-//! nor a flush counts as a task's time.
+//! A record's start and end are stamps (`observe/stamp.rs`), which read
+//! the clock only as often as the worker's tasks are long; the first task
+//! after the worker searched or slept reads it at its start, so an idle
+//! spell never counts as a task's time.
+//!
+//! Invariants: the worker reads the clock before it searches or sleeps
+//! and before its batch leaves it (`flush_trace`), so every stamp in a
+//! flushed batch lies at or before the batch's last anchor, and neither a
+//! search nor a flush counts as a task's time; the buffer learns at each
+//! flush the oldest stamp a record yet to come may carry (the outermost
+//! running task's start, an anchor).
 
 use super::{JobRef, Next, WorkerThread};
+use crate::observe::stamp::Stamps;
 use crate::observe::stats::Rule;
 use crate::observe::trace::{self, RecordBatch, TraceBuffer};
 use std::cell::{Cell, RefCell};
@@ -31,12 +38,17 @@ pub(super) struct TraceLocal {
     name: Cell<Option<Arc<str>>>,
     /// Trace records not yet in the registry's buffer (no lock per task).
     batch: RefCell<RecordBatch>,
-    /// How many records at the end of `batch` still wait for their end
-    /// time: the next clock reading on this worker (`trace_read`).
-    open_ends: Cell<usize>,
-    /// The innermost traced task running on this worker: when it started
+    /// The worker's event stamps and their clock readings.
+    stamps: Stamps,
+    /// The innermost traced task running on this worker: its start stamp
     /// and the rule that supplied it (`traced`, `trace_next_task`).
     running: Cell<Option<(u64, Rule)>>,
+    /// The start stamp of the outermost traced task running here, if any:
+    /// what `flush_trace` tells the buffer its next records may need.
+    outermost_start: Cell<Option<u64>>,
+    /// The worker read the clock before it searched or slept: the next
+    /// task's start reads it too, so the idle spell stays out of the task.
+    read_next: Cell<bool>,
 }
 
 impl TraceLocal {
@@ -47,8 +59,10 @@ impl TraceLocal {
             buffer,
             name: Cell::new(None),
             batch: RefCell::new(RecordBatch::default()),
-            open_ends: Cell::new(0),
+            stamps: Stamps::starting_at(buffer.next_stamp()),
             running: Cell::new(None),
+            outermost_start: Cell::new(None),
+            read_next: Cell::new(true),
         }
     }
 }
@@ -67,30 +81,41 @@ impl WorkerThread {
     #[inline]
     pub(crate) fn traced<R>(&self, rule: Rule, task: impl FnOnce() -> R) -> R {
         self.trace_buffer().task_started();
-        let outer = self.trace.running.replace(Some((self.trace_read(), rule)));
+        let start = if self.trace.read_next.replace(false) {
+            self.stamp_read()
+        } else {
+            self.stamp()
+        };
+        let outermost = self.trace.outermost_start.get().is_none();
+        if outermost {
+            self.trace.outermost_start.set(Some(start));
+        }
+        let outer = self.trace.running.replace(Some((start, rule)));
         let result = task();
         if let Some((start, rule)) = self.trace.running.replace(outer) {
-            self.record_task(rule, start);
+            let end = self.stamp();
+            self.record_task(rule, start, end);
+        }
+        if outermost {
+            self.trace.outermost_start.set(None);
         }
         result
     }
 
     /// The traced task running here ends, named `name`, and the next one
     /// (supplied by `rule`) starts in the same job: a graph chain run in
-    /// one tight loop (rule 2) still gets a record a node, at one clock
-    /// reading a node. The reading ends the task (and any nested task
-    /// still open) and starts the next; the record goes in closed.
+    /// one tight loop (rule 2) still gets a record a node, at one sampled
+    /// stamp a node, which ends the task and starts the next.
     #[inline]
     pub(crate) fn trace_next_task(&self, name: Option<Arc<str>>, rule: Rule) {
-        let now = self.registry.trace_now();
+        let now = self.stamp();
         let full = {
             let mut batch = self.trace.batch.borrow_mut();
-            batch.end_open(self.trace.open_ends.replace(0), now);
             if let Some((start, ended)) = self.trace.running.get() {
                 // A name set by a task that ended without a record of its
                 // own does not carry over.
                 drop(self.trace.name.take());
-                batch.push_closed(ended, start, now, name);
+                batch.push(ended, start, now, name);
             }
             batch.len() >= trace::BATCH
         };
@@ -108,22 +133,42 @@ impl WorkerThread {
         unsafe { &*self.trace.buffer }
     }
 
-    /// Read the trace clock, and give the reading to the records whose end
-    /// is still open as their end. One reading a task: a task ends where the
-    /// worker's next traced event (a start, a sleep, going idle) begins,
-    /// and between the two the worker ran only its own bookkeeping (a
-    /// join's return, the pop of the next job). The clock's reading is
-    /// what a record costs most (about 40 cycles), so this halves it. The
-    /// idle path settles open ends before it searches (`flush_trace`), so
-    /// a search never counts as the last task's time.
+    /// A sampled stamp for the next event: a few cell updates, and a
+    /// clock reading only when the stamps' spacing says so.
+    #[inline]
+    fn stamp(&self) -> u64 {
+        let (stamp, read) = self.trace.stamps.next();
+        if read {
+            self.anchor(stamp);
+        }
+        stamp
+    }
+
+    /// A stamp for the next event, with its clock reading.
+    #[cold]
+    fn stamp_read(&self) -> u64 {
+        let stamp = self.trace.stamps.next_read();
+        self.anchor(stamp);
+        stamp
+    }
+
+    /// Read the clock for `stamp` and keep the reading as an anchor;
+    /// returns the reading.
+    #[inline(never)]
+    fn anchor(&self, stamp: u64) -> u64 {
+        let now = self.registry.trace_now();
+        let anchor = self.trace.stamps.anchor(stamp, now);
+        self.trace.batch.borrow_mut().anchors.push(anchor);
+        now
+    }
+
+    /// Read the trace clock now (an anchor of its own): the time of a
+    /// sleep's start, and the reading before a flush, which makes every
+    /// stamp in the batch lie at or before its last anchor.
     #[inline]
     pub(super) fn trace_read(&self) -> u64 {
-        let now = self.registry.trace_now();
-        let open = self.trace.open_ends.replace(0);
-        if open > 0 {
-            self.trace.batch.borrow_mut().end_open(open, now);
-        }
-        now
+        let stamp = self.trace.stamps.next_read();
+        self.anchor(stamp)
     }
 
     /// Is the pool recording a trace?
@@ -138,30 +183,33 @@ impl WorkerThread {
         drop(self.trace.name.replace(name));
     }
 
-    /// Record a task that started at `start` (announced with
-    /// `TraceBuffer::task_started`) and ends now: its end is the next
-    /// reading (`trace_read`).
+    /// Record a task (announced with `TraceBuffer::task_started`) that
+    /// ran from stamp `start` to stamp `end`.
     #[inline]
-    fn record_task(&self, rule: Rule, start: u64) {
+    fn record_task(&self, rule: Rule, start: u64, end: u64) {
         let name = self.trace.name.take();
         let full = {
             let mut batch = self.trace.batch.borrow_mut();
-            batch.push(rule, start, name);
+            batch.push(rule, start, end, name);
             batch.len() >= trace::BATCH
         };
-        self.trace.open_ends.set(self.trace.open_ends.get() + 1);
         if full {
             self.flush_trace();
         }
     }
 
-    /// Settle the open ends and move the local trace records to the
-    /// registry's buffer (when idle, and when the batch is full).
+    /// Read the clock (the last anchor of the batch) and move the local
+    /// trace records to the registry's buffer (when idle, and when the
+    /// batch is full); the next task's start reads the clock too.
     pub(crate) fn flush_trace(&self) {
         if self.tracing {
             self.trace_read();
+            self.trace.read_next.set(true);
+            let needed_from = self.trace.outermost_start.get().unwrap_or(u64::MAX);
             let mut batch = self.trace.batch.borrow_mut();
-            self.trace_buffer().flush(&mut batch);
+            let next_stamp = self.trace.stamps.upcoming();
+            self.trace_buffer()
+                .flush(&mut batch, needed_from, next_stamp);
         }
     }
 }
