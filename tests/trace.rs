@@ -282,3 +282,33 @@ fn guests_of_a_pool_without_threads_trace_one_after_the_other() {
         assert!(t.start_ns <= t.end_ns, "{t:?}");
     }
 }
+
+/// A join half that panics still gets its record, and leaves the
+/// worker's trace state as it was: the records after it nest as before.
+#[test]
+fn a_panicking_join_half_is_recorded_and_tracing_goes_on() {
+    let pool = Pool::builder().num_threads(1).trace(true).build().unwrap();
+    let _ = pool.take_trace();
+    let before = pool.stats();
+    let caught = pool.install(|| {
+        std::panic::catch_unwind(|| {
+            sixfold::join(|| 1, || -> i32 { std::panic::panic_any("planted") })
+        })
+    });
+    assert!(caught.is_err(), "the second half's panic is resumed");
+    assert_eq!(pool.install(|| fib_join(10)), 55);
+    let stats = pool.stats().since(&before);
+    let trace = pool.take_trace();
+    assert_eq!(trace.tasks.len() as u64, stats.total(), "one record a task");
+    // The second install's record contains its join halves, which come
+    // after the first install's.
+    let outer = trace.tasks.last().unwrap();
+    let inner = &trace.tasks[trace.tasks.len() - 1 - 88..trace.tasks.len() - 1];
+    for t in inner {
+        assert!(
+            outer.start_ns <= t.start_ns && t.end_ns <= outer.end_ns,
+            "{t:?} {outer:?}"
+        );
+    }
+    assert_eq!(trace.tasks_by_rule()[Rule::OwnDeque as usize], 1 + 88);
+}

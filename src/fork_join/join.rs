@@ -143,10 +143,15 @@ fn traced_inline<RA, B, RB>(
 where
     B: FnOnce() -> RB,
 {
-    let result_b = worker.traced(Rule::OwnDeque, || unwind::halt_unwinding(b));
-    match (result_a, result_b) {
-        (Ok(ra), Ok(rb)) => (ra, rb),
-        (Err(payload), _) | (Ok(_), Err(payload)) => unwind::resume_unwinding(payload),
+    match result_a {
+        // A panic of `b` propagates from here (its record is written on
+        // the way): both finished.
+        Ok(ra) => (ra, worker.traced(Rule::OwnDeque, b)),
+        Err(payload) => {
+            // `a`'s panic wins; `b` still runs to completion.
+            let _ = unwind::halt_unwinding(|| worker.traced(Rule::OwnDeque, b));
+            unwind::resume_unwinding(payload)
+        }
     }
 }
 

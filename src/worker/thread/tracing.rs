@@ -67,6 +67,30 @@ impl TraceLocal {
     }
 }
 
+/// The record of a running traced task, closed when it drops: the task's
+/// end, and the worker's trace state back as the task found it.
+struct OpenRecord<'w> {
+    worker: &'w WorkerThread,
+    /// The record running around this one, if any.
+    outer: Option<(u64, Rule)>,
+    /// This is the worker's outermost traced task.
+    outermost: bool,
+}
+
+impl Drop for OpenRecord<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        let worker = self.worker;
+        if let Some((start, rule)) = worker.trace.running.replace(self.outer) {
+            let end = worker.stamp();
+            worker.record_task(rule, start, end);
+        }
+        if self.outermost {
+            worker.trace.outermost_start.set(None);
+        }
+    }
+}
+
 impl WorkerThread {
     /// `job.execute`, with a trace record around it.
     #[cold]
@@ -77,7 +101,9 @@ impl WorkerThread {
     }
 
     /// Run `task` (supplied by `rule`) with a trace record around it:
-    /// announced before it runs, recorded when it ends.
+    /// announced before it runs, recorded when it ends, by a guard, so a
+    /// panic that leaves it is recorded too and leaves the worker's trace
+    /// state as it found it (no `catch_unwind` on the way).
     #[inline]
     pub(crate) fn traced<R>(&self, rule: Rule, task: impl FnOnce() -> R) -> R {
         self.trace_buffer().task_started();
@@ -90,16 +116,12 @@ impl WorkerThread {
         if outermost {
             self.trace.outermost_start.set(Some(start));
         }
-        let outer = self.trace.running.replace(Some((start, rule)));
-        let result = task();
-        if let Some((start, rule)) = self.trace.running.replace(outer) {
-            let end = self.stamp();
-            self.record_task(rule, start, end);
-        }
-        if outermost {
-            self.trace.outermost_start.set(None);
-        }
-        result
+        let _open = OpenRecord {
+            worker: self,
+            outer: self.trace.running.replace(Some((start, rule))),
+            outermost,
+        };
+        task()
     }
 
     /// The traced task running here ends, named `name`, and the next one
