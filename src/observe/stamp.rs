@@ -36,7 +36,7 @@ use std::cell::Cell;
 const SHORT_WINDOW_TICKS: u64 = 2_048;
 /// The most events between two readings: a long task after a run of short
 /// ones shares its window with at most this many events.
-pub(crate) const MAX_GAP: u32 = 32;
+const MAX_GAP: u32 = 32;
 
 /// A worker's stamp counter (its own thread only: cells).
 pub(crate) struct Stamps {

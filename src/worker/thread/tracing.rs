@@ -17,7 +17,7 @@
 //! flushed batch lies at or before the batch's last anchor, and neither a
 //! search nor a flush counts as a task's time; the buffer learns at each
 //! flush the oldest stamp a record yet to come may carry (the outermost
-//! running task's start, an anchor).
+//! running task's start).
 
 use super::{JobRef, Next, WorkerThread};
 use crate::observe::stamp::Stamps;
