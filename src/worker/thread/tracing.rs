@@ -169,8 +169,8 @@ impl WorkerThread {
     /// A stamp for the next event, with its clock reading.
     #[cold]
     fn stamp_read(&self) -> u64 {
-        let stamp = self.trace.stamps.next_read();
-        self.anchor(stamp);
+        let stamp = self.trace.stamps.upcoming();
+        self.trace_read();
         stamp
     }
 
