@@ -84,6 +84,10 @@ pub(super) struct Pauses {
     /// When (`now_ms`) a search skipping its yield before sleeping next
     /// yields anyway (`probe_due`).
     next_probe: AtomicU64,
+    /// The cores the process may run on besides the worker's, read when
+    /// the pool is built: `available_parallelism` may read cgroup files
+    /// and allocate, which a worker's wait must not.
+    other_cores: u32,
 }
 
 impl Pauses {
@@ -92,6 +96,7 @@ impl Pauses {
             last_waited: AtomicBool::new(false),
             neighbour_before_sleep: AtomicBool::new(false),
             next_probe: AtomicU64::new(0),
+            other_cores: other_cores(),
         }
     }
 
@@ -104,7 +109,7 @@ impl Pauses {
             return;
         }
         if !before_sleep {
-            let waited = timed_yield(false).is_some();
+            let waited = timed_yield(None).is_some();
             self.last_waited.store(waited, Relaxed);
             return;
         }
@@ -113,9 +118,10 @@ impl Pauses {
         }
         // The process clock is a system call a reading: read it only once
         // yields are known to wait, so an idle machine's sleeps cost what
-        // they did. The first yield that waits counts as our own threads'
-        // (the cautious choice); the next one before a sleep is measured.
-        let met = timed_yield(neighbour || self.last_waited.load(Relaxed));
+        // they did. The first yield that waits tells nothing (`Unknown`);
+        // the next one before a sleep is measured.
+        let classify = neighbour || self.last_waited.load(Relaxed);
+        let met = timed_yield(classify.then_some(self.other_cores));
         self.last_waited.store(met.is_some(), Relaxed);
         let neighbour = match met {
             // A yield that returned at once: nobody else wanted the core.
@@ -164,20 +170,22 @@ fn spin(pause: Duration) {
 }
 
 /// Yield, and say whom the yield met if it waited (`None`: it returned
-/// at once). The process clock is read only to `classify`, so that a
-/// search round's yield on an idle machine costs no more than the yield;
-/// unclassified, a yield that waited met `Unknown`.
-fn timed_yield(classify: bool) -> Option<Met> {
-    let cpu_before = if classify { process_cpu_time() } else { None };
+/// at once). The process clock is read only to classify the wait (given
+/// the other cores), so that a search round's yield on an idle machine
+/// costs no more than the yield; unclassified, a yield that waited met
+/// `Unknown`.
+fn timed_yield(classify_with_other_cores: Option<u32>) -> Option<Met> {
+    let cpu_before = classify_with_other_cores.and_then(|cores| Some((process_cpu_time()?, cores)));
     let start = Instant::now();
     thread::yield_now();
     let waited = start.elapsed();
     if waited <= YIELD_WAITED {
         return None;
     }
-    let used = cpu_before.and_then(|before| Some(process_cpu_time()?.saturating_sub(before)));
+    let used = cpu_before
+        .and_then(|(before, cores)| Some((process_cpu_time()?.saturating_sub(before), cores)));
     Some(match used {
-        Some(used) => classify_wait(used, waited, other_cores()),
+        Some((used, other_cores)) => classify_wait(used, waited, other_cores),
         None => Met::Unknown,
     })
 }
@@ -206,11 +214,8 @@ fn classify_wait(used: Duration, waited: Duration, other_cores: u32) -> Met {
 
 /// The cores the process may run on besides the calling thread's.
 fn other_cores() -> u32 {
-    static CORES: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
-    }) - 1
+    std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+        - 1
 }
 
 #[cfg(test)]
