@@ -121,6 +121,109 @@ fn a_traced_graph_run_writes_one_event_per_task() {
     assert_eq!(summary.lines().count(), 1 + pool.num_workers());
 }
 
+/// A long chain of unnamed nodes runs one node after the other on one
+/// worker (rule 2), which counts such nodes instead of writing a record
+/// each: the trace must still hold one event per node, in order, with
+/// the right rules, across many batches, and a named node or one with
+/// nested tasks in the middle of the chain must break the count, not
+/// lose or misplace a record.
+#[test]
+fn an_unnamed_chain_gets_an_event_per_node_in_order_across_batches() {
+    const NODES: usize = 20_000;
+    const NAMED: usize = 9_000;
+    const NESTING: usize = 13_000;
+    let pool = Pool::builder().num_threads(2).trace(true).build().unwrap();
+    let ran = AtomicUsize::new(0);
+    let mut g = Graph::new();
+    let ids: Vec<_> = (0..NODES)
+        .map(|k| {
+            let ran = &ran;
+            let body = move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+                if k == NESTING {
+                    let (a, b) = sixfold::join(|| fib_join(8), || fib_join(7));
+                    assert_eq!(a + b, 34);
+                }
+            };
+            if k == NAMED {
+                g.add_named("middle", body)
+            } else {
+                g.add(body)
+            }
+        })
+        .collect();
+    for pair in ids.windows(2) {
+        g.precede(pair[0], pair[1]).unwrap();
+    }
+    let _ = pool.take_trace();
+    let before = pool.stats();
+    pool.run_graph_n(&mut g, 2).unwrap();
+    let stats = pool.stats().since(&before);
+    let trace = pool.take_trace();
+    assert_eq!(ran.load(Ordering::Relaxed), 2 * NODES);
+
+    assert_eq!(trace.tasks.len() as u64, stats.total());
+    assert_eq!(trace.tasks_by_rule(), {
+        let mut by_rule = [0u64; 6];
+        for rule in Rule::ALL {
+            by_rule[rule as usize] = stats.by_rule(rule);
+        }
+        by_rule
+    });
+    // Every node but each run's first came by rule 2.
+    assert_eq!(stats.by_rule(Rule::Successor), 2 * (NODES as u64 - 1));
+    let middle: Vec<_> = trace
+        .tasks
+        .iter()
+        .filter(|t| t.name.as_deref() == Some("middle"))
+        .collect();
+    assert_eq!(middle.len(), 2, "the named node, once a run");
+    assert!(middle.iter().all(|t| t.rule == Rule::Successor));
+
+    // A worker's rule-2 events are the chain's nodes, in the order they
+    // ran: each starts where (or after) the one before it ended.
+    for w in 0..pool.num_workers() {
+        let mut last_end = 0;
+        for t in trace
+            .tasks
+            .iter()
+            .filter(|t| t.worker == w && t.rule == Rule::Successor)
+        {
+            assert!(t.start_ns <= t.end_ns, "{t:?}");
+            assert!(
+                t.start_ns >= last_end,
+                "worker {w}: {t:?} starts before {last_end}"
+            );
+            last_end = t.end_ns;
+        }
+    }
+    // The nested join's halves run inline (rule 3) lie inside the node
+    // that ran them, or inside a half stolen from it (rule 6): another
+    // event of their worker contains each. A rule-3 event that is not
+    // nested is a run's first node, which the second node follows at once.
+    let contains = |outer: &sixfold::TaskEvent, inner: &sixfold::TaskEvent| {
+        !std::ptr::eq(outer, inner)
+            && outer.worker == inner.worker
+            && matches!(outer.rule, Rule::Successor | Rule::Steal)
+            && outer.start_ns <= inner.start_ns
+            && inner.end_ns <= outer.end_ns
+    };
+    let mut nested = 0;
+    for t in trace.tasks.iter().filter(|t| t.rule == Rule::OwnDeque) {
+        if trace.tasks.iter().any(|n| contains(n, t)) {
+            nested += 1;
+        } else {
+            assert!(
+                trace.tasks.iter().any(|n| n.worker == t.worker
+                    && n.rule == Rule::Successor
+                    && n.start_ns == t.end_ns),
+                "{t:?} lies in no node and starts no chain"
+            );
+        }
+    }
+    assert!(nested > 0, "the nested join ran halves inline");
+}
+
 #[test]
 fn joins_and_sleeps_are_traced_and_off_means_empty() {
     let pool = Pool::builder().num_threads(2).trace(true).build().unwrap();

@@ -10,8 +10,10 @@
 //! (`stamp.rs`, which says what that keeps exact), so a record costs a few
 //! cell updates, 24 bytes (`RawTask`: the public `TaskEvent` is built by
 //! `collect`), no allocation but the batch's, and no atomic
-//! read-modify-write: tracing can stay on. With tracing off, the hot path
-//! pays one predictable branch on a flag the worker keeps.
+//! read-modify-write: tracing can stay on. An unnamed graph node run right
+//! after the one before it (rule 2, one stamp long) costs only a count on
+//! the record before it (`RawTask::successors`). With tracing off, the hot
+//! path pays one predictable branch on a flag the worker keeps.
 //!
 //! `Trace::write_chrome_json` writes the Chrome trace-event format that
 //! Perfetto (ui.perfetto.dev) and `chrome://tracing` open: one track per
@@ -78,16 +80,24 @@ pub struct Trace {
 }
 
 /// A task record as its worker writes it: stamps and the rule, 24
-/// bytes. The worker is the buffer's, and the rare name goes beside
+/// bytes, and the run of graph successors that followed it, one stamp
+/// each. The worker is the buffer's, and the rare name goes beside
 /// (`RecordBatch::names`). A traced fork-join writes a record every ten
 /// nanoseconds or so, and the records of a run outgrow the caches: the
 /// bytes written are most of what a record costs beyond its clock
 /// reading, so `collect` builds the public `TaskEvent`s, not the worker.
+/// A chain of graph nodes run one after the other (rule 2) is the
+/// commonest run of such short records: each node starts at the stamp
+/// its predecessor ended at and ends one stamp later, so the worker only
+/// counts them (`successors`) and `collect` writes them out.
 #[derive(Clone, Copy)]
 pub(crate) struct RawTask {
     pub(crate) start: u64,
     pub(crate) end: u64,
     pub(crate) rule: Rule,
+    /// Unnamed rule-2 records after this one: the `i`-th (from 1) ran
+    /// from stamp `end + i - 1` to `end + i`.
+    pub(crate) successors: u32,
 }
 
 /// A worker's records, in the order the tasks ended, and its clock
@@ -95,6 +105,8 @@ pub(crate) struct RawTask {
 #[derive(Default)]
 pub(crate) struct RecordBatch {
     pub(crate) tasks: Vec<RawTask>,
+    /// Records in `tasks`, each one's successors included.
+    records: usize,
     /// The names of the named tasks, each with its record's position in
     /// `tasks`, in increasing position.
     pub(crate) names: Vec<(usize, Arc<str>)>,
@@ -106,6 +118,7 @@ impl RecordBatch {
     fn with_capacity(tasks: usize) -> Self {
         RecordBatch {
             tasks: Vec::with_capacity(tasks),
+            records: 0,
             names: Vec::new(),
             anchors: Vec::new(),
         }
@@ -117,11 +130,30 @@ impl RecordBatch {
         if let Some(name) = name {
             self.names.push((self.tasks.len(), name));
         }
-        self.tasks.push(RawTask { start, end, rule });
+        self.tasks.push(RawTask {
+            start,
+            end,
+            rule,
+            successors: 0,
+        });
+        self.records += 1;
     }
 
+    /// The last record was followed by `count` more unnamed rule-2
+    /// records, one stamp each (see `RawTask::successors`).
+    #[inline]
+    pub(crate) fn add_successors(&mut self, count: u32) {
+        let last = self
+            .tasks
+            .last_mut()
+            .expect("successors follow a record of the batch");
+        last.successors += count;
+        self.records += count as usize;
+    }
+
+    /// Records in the batch, successors included.
     pub(crate) fn len(&self) -> usize {
-        self.tasks.len()
+        self.records
     }
 
     fn is_empty(&self) -> bool {
@@ -139,19 +171,33 @@ impl RecordBatch {
         out: &mut Vec<TaskEvent>,
     ) {
         self.anchors.clear();
+        self.records = 0;
         let mut names = self.names.drain(..).peekable();
-        out.extend(self.tasks.drain(..).enumerate().map(|(at, raw)| {
+        let ns = |stamp: u64| cal.ns(anchors.ticks(stamp));
+        for (at, raw) in self.tasks.drain(..).enumerate() {
             let name = names
                 .next_if(|(named, _)| *named == at)
                 .map(|(_, name)| name);
-            TaskEvent {
+            out.push(TaskEvent {
                 worker,
                 rule: raw.rule,
-                start_ns: cal.ns(anchors.ticks(raw.start)),
-                end_ns: cal.ns(anchors.ticks(raw.end)),
+                start_ns: ns(raw.start),
+                end_ns: ns(raw.end),
                 name,
+            });
+            let mut start_ns = ns(raw.end);
+            for stamp in (raw.end + 1)..=(raw.end + u64::from(raw.successors)) {
+                let end_ns = ns(stamp);
+                out.push(TaskEvent {
+                    worker,
+                    rule: Rule::Successor,
+                    start_ns,
+                    end_ns,
+                    name: None,
+                });
+                start_ns = end_ns;
             }
-        }));
+        }
     }
 }
 
@@ -527,5 +573,41 @@ mod tests {
         assert_eq!(events[1].start_ns, cal.ns(20));
         assert_eq!(events[1].end_ns, cal.ns(30));
         assert!(batch.tasks.is_empty() && batch.names.is_empty() && batch.anchors.is_empty());
+    }
+
+    /// A record's counted successors drain into one rule-2 event a stamp
+    /// each, right after it and before the next record, unnamed; the
+    /// batch counts them as records.
+    #[test]
+    fn counted_successors_drain_into_an_event_each() {
+        let clock = TraceClock::new();
+        let mut batch = RecordBatch::default();
+        batch.push(Rule::Steal, 1, 2, Some(Arc::from("a")));
+        batch.add_successors(2);
+        batch.add_successors(1);
+        batch.push(Rule::OwnDeque, 0, 7, None);
+        assert_eq!(batch.len(), 5);
+        // Stamps 0 to 10 at ticks 0, 10, ... 100.
+        batch.anchors = vec![(0, 0), (10, 100)];
+        let cal = clock.calibrate();
+        let mut events = Vec::new();
+        let anchors = batch.anchors.clone();
+        batch.drain_into(0, &cal, &Anchors::new(&anchors), &mut events);
+        let got: Vec<_> = events
+            .iter()
+            .map(|e| (e.rule, e.start_ns, e.end_ns, e.name.as_deref()))
+            .collect();
+        let at = |stamp: u64| cal.ns(10 * stamp);
+        assert_eq!(
+            got,
+            [
+                (Rule::Steal, at(1), at(2), Some("a")),
+                (Rule::Successor, at(2), at(3), None),
+                (Rule::Successor, at(3), at(4), None),
+                (Rule::Successor, at(4), at(5), None),
+                (Rule::OwnDeque, at(0), at(7), None),
+            ]
+        );
+        assert_eq!(batch.len(), 0);
     }
 }

@@ -17,7 +17,10 @@
 //! flushed batch lies at or before the batch's last anchor, and neither a
 //! search nor a flush counts as a task's time; the buffer learns at each
 //! flush the oldest stamp a record yet to come may carry (the outermost
-//! running task's start).
+//! running task's start); when `run_end` is a stamp, the batch's last
+//! record followed by `run_len` one-stamp successors ends there, and every
+//! push and flush first writes those successors into that record
+//! (`close_run`), so records stay in the order their tasks ended.
 
 use super::{JobRef, Next, WorkerThread};
 use crate::observe::stamp::Stamps;
@@ -49,6 +52,18 @@ pub(super) struct TraceLocal {
     /// The worker read the clock before it searched or slept: the next
     /// task's start reads it too, so the idle spell stays out of the task.
     read_next: Cell<bool>,
+    /// Where the batch's last record ends, with the `run_len` successors
+    /// counted after it (`u64::MAX`: the batch has no record to extend):
+    /// a graph successor that starts there and ends one stamp later is
+    /// only counted (`trace_next_task`).
+    run_end: Cell<u64>,
+    /// Successors of the batch's last record not yet written into it
+    /// (`RawTask::successors`; `close_run` writes them).
+    run_len: Cell<u32>,
+    /// How many records the batch takes before it is full, counted when
+    /// its last record was pushed: a run flushes at `BATCH` records, as
+    /// single records do.
+    run_room: Cell<u32>,
 }
 
 impl TraceLocal {
@@ -63,6 +78,9 @@ impl TraceLocal {
             running: Cell::new(None),
             outermost_start: Cell::new(None),
             read_next: Cell::new(true),
+            run_end: Cell::new(u64::MAX),
+            run_len: Cell::new(0),
+            run_room: Cell::new(0),
         }
     }
 }
@@ -127,25 +145,66 @@ impl WorkerThread {
     /// The traced task running here ends, named `name`, and the next one
     /// (supplied by `rule`) starts in the same job: a graph chain run in
     /// one tight loop (rule 2) still gets a record a node, at one sampled
-    /// stamp a node, which ends the task and starts the next.
+    /// stamp a node, which ends the task and starts the next. An unnamed
+    /// rule-2 task that started where the batch's last record ended and
+    /// ran for one stamp (nothing nested in it) is only counted: the
+    /// record it would write is implied (`RawTask::successors`).
     #[inline]
     pub(crate) fn trace_next_task(&self, name: Option<Arc<str>>, rule: Rule) {
         let now = self.stamp();
-        let full = {
-            let mut batch = self.trace.batch.borrow_mut();
-            if let Some((start, ended)) = self.trace.running.get() {
-                // A name set by a task that ended without a record of its
-                // own does not carry over.
-                drop(self.trace.name.take());
-                batch.push(ended, start, now, name);
+        if let Some((start, Rule::Successor)) = self.trace.running.get()
+            && name.is_none()
+            && start == self.trace.run_end.get()
+            && now == start + 1
+            && self.trace.run_len.get() < self.trace.run_room.get()
+        {
+            // A name set by a task that ended without a record of its own
+            // does not carry over (as below).
+            drop(self.trace.name.take());
+            self.trace.run_len.set(self.trace.run_len.get() + 1);
+            self.trace.run_end.set(now);
+        } else {
+            let full = {
+                let mut batch = self.trace.batch.borrow_mut();
+                if let Some((start, ended)) = self.trace.running.get() {
+                    drop(self.trace.name.take());
+                    self.push_record(&mut batch, ended, start, now, name);
+                }
+                batch.len() >= trace::BATCH
+            };
+            if full {
+                self.flush_trace();
             }
-            batch.len() >= trace::BATCH
-        };
-        if full {
-            self.flush_trace();
         }
         self.trace_buffer().task_started();
         self.trace.running.set(Some((now, rule)));
+    }
+
+    /// Push a record behind the batch's run of successors, which it ends
+    /// (`close_run`); the next successor may extend this one.
+    #[inline]
+    fn push_record(
+        &self,
+        batch: &mut RecordBatch,
+        rule: Rule,
+        start: u64,
+        end: u64,
+        name: Option<Arc<str>>,
+    ) {
+        self.close_run(batch);
+        batch.push(rule, start, end, name);
+        self.trace.run_end.set(end);
+        let room = trace::BATCH.saturating_sub(batch.len());
+        self.trace.run_room.set(room.min(u32::MAX as usize) as u32);
+    }
+
+    /// Write the successors counted since the batch's last record into it.
+    #[inline]
+    fn close_run(&self, batch: &mut RecordBatch) {
+        let run = self.trace.run_len.replace(0);
+        if run > 0 {
+            batch.add_successors(run);
+        }
     }
 
     /// This worker's trace buffer.
@@ -212,7 +271,7 @@ impl WorkerThread {
         let name = self.trace.name.take();
         let full = {
             let mut batch = self.trace.batch.borrow_mut();
-            batch.push(rule, start, end, name);
+            self.push_record(&mut batch, rule, start, end, name);
             batch.len() >= trace::BATCH
         };
         if full {
@@ -229,6 +288,9 @@ impl WorkerThread {
             self.trace.read_next.set(true);
             let needed_from = self.trace.outermost_start.get().unwrap_or(u64::MAX);
             let mut batch = self.trace.batch.borrow_mut();
+            // The batch leaves whole: its run ends with it.
+            self.close_run(&mut batch);
+            self.trace.run_end.set(u64::MAX);
             let next_stamp = self.trace.stamps.upcoming();
             self.trace_buffer()
                 .flush(&mut batch, needed_from, next_stamp);
