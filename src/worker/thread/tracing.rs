@@ -61,8 +61,9 @@ pub(super) struct TraceLocal {
     /// (`RawTask::successors`; `close_run` writes them).
     run_len: Cell<u32>,
     /// How many records the batch takes before it is full, counted when
-    /// its last record was pushed: a run flushes at `BATCH` records, as
-    /// single records do.
+    /// its last record was pushed: a run fills the batch to `BATCH`
+    /// records at most, and the next record (at most one more) flushes
+    /// it, so a batch stays about as long as one of single records.
     run_room: Cell<u32>,
 }
 
