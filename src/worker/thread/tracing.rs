@@ -159,8 +159,7 @@ impl WorkerThread {
             && now == start + 1
             && self.trace.run_len.get() < self.trace.run_room.get()
         {
-            // A name set by a task that ended without a record of its own
-            // does not carry over (as below).
+            // No name carries over (as below).
             drop(self.trace.name.take());
             self.trace.run_len.set(self.trace.run_len.get() + 1);
             self.trace.run_end.set(now);
@@ -168,6 +167,8 @@ impl WorkerThread {
             let full = {
                 let mut batch = self.trace.batch.borrow_mut();
                 if let Some((start, ended)) = self.trace.running.get() {
+                    // A name set by a task that ended without a record of
+                    // its own does not carry over.
                     drop(self.trace.name.take());
                     self.push_record(&mut batch, ended, start, now, name);
                 }
