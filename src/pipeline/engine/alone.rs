@@ -16,7 +16,7 @@
 //! heavy, with every token free in its chain.
 
 use super::chain::{Chain, Retired};
-use super::slot::{Gate, NO_GATE, Owned, SOURCE_GATE};
+use super::slot::{Gate, Owned};
 use super::{Engine, SAMPLE_EVERY};
 use crate::observe::stats::Rule;
 use crate::pipeline::stage::Stage;
@@ -54,26 +54,12 @@ impl<'a> Engine<'a> {
             return false;
         }
         let mut count = 0;
-        let mut held = None;
         let mut at = self.front(chain);
         while let Some(token) = at {
-            if token.state().held_gate.get() == SOURCE_GATE {
-                held = Some(token);
-            }
             count += 1;
             at = self.next_of(token);
         }
-        if count != self.view.count {
-            return false;
-        }
-        if let Some(token) = held {
-            // The source gate was passed to us: nobody else can be parked
-            // at it (we hold every token), so just let it go.
-            token.state().held_gate.set(NO_GATE);
-            let nobody = self.source_gate().finish();
-            debug_assert!(nobody.is_none(), "a token parked while we hold all");
-        }
-        true
+        count == self.view.count
     }
 
     /// The whole pipeline on this worker, one item at a time through every

@@ -25,10 +25,11 @@
 //!    worker runs the pipeline and the gates' cache lines stay on its
 //!    core, since moving an item to another core would cost more than
 //!    running it. With items that carry enough work, the batch is a share
-//!    (`tokens / workers`, at most `MAX_SHARED_BATCH`), and the source
-//!    gate is passed on to a job of the remaining tokens on the deque
-//!    (rule 3), for another worker to fetch the next batch (rule 6). A pipeline started from outside the
-//!    pool enters by the shared queue (rule 5).
+//!    (`tokens / workers`, at most `MAX_SHARED_BATCH`); the fetcher leaves
+//!    the gate free and puts the remaining tokens on its deque as a job
+//!    (rule 3), for another worker to fetch the next batch (rule 6). A
+//!    pipeline started from outside the pool enters by the shared queue
+//!    (rule 5).
 //!
 //! The run's latch counts tokens: each token releases its unit when it
 //! finds the source exhausted (or the run cancelled), as the last thing

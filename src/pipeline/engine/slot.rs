@@ -24,7 +24,6 @@ pub(super) const NO_SLOT: u32 = u32::MAX;
 
 /// `SlotState::held_gate` values besides stage numbers.
 pub(super) const NO_GATE: u32 = 0;
-pub(super) const SOURCE_GATE: u32 = u32::MAX;
 
 /// One token's state; touched by its current owner only. Cells, so that
 /// the owner may hold several references to it at once (the front of a
@@ -36,8 +35,8 @@ pub(super) struct SlotState {
     /// False for an item filtered out, dropped on cancel, or consumed by a
     /// panicking stage: it passes the in-order gates without running.
     pub(super) has_item: Cell<bool>,
-    /// We hold the gate of this stage (its number; `SOURCE` for the source
-    /// gate): handed over by its holder (rule 2), or the source passed on.
+    /// We hold the gate of this stage (its number): handed over by its
+    /// holder (rule 2). The source gate is never handed over with a job.
     pub(super) held_gate: Cell<u32>,
     /// We hold this later in-order stage's gate in advance: the item before
     /// us in our chain passed it on to us (`InOrderGate::pass_on`).

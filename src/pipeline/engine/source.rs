@@ -7,10 +7,16 @@
 //! light items the batch is every token and the job keeps them all (one
 //! worker runs the pipeline; the gates' lines stay on its core); with
 //! items that carry enough work it is a share (`tokens / workers`, at
-//! most `MAX_SHARED_BATCH`), and the gate passes on to a job of the
-//! remaining tokens, for another worker to fetch the next batch. A job that holds every token, with light items
-//! and nothing pinned elsewhere, runs the whole pipeline as a loop
-//! (`alone.rs`).
+//! most `MAX_SHARED_BATCH`): the fetcher leaves the gate free and puts
+//! the remaining tokens (its own and any parked meanwhile) on its deque
+//! as a job, which another worker may take to fetch the next batch. The
+//! gate is never handed to a queued job: a worker whose items have passed
+//! the sink (whose chain is free tokens again) then takes the gate itself
+//! at once, instead of parking its tokens behind a job that waits in a
+//! deque to be stolen (with more tokens than four a worker, that wait
+//! stalled a worker at every batch). A job that holds every token, with
+//! light items and nothing pinned elsewhere, runs the whole pipeline as a
+//! loop (`alone.rs`).
 //!
 //! Invariants: only the source gate's holder calls the source and writes
 //! the next sequence number; a token that finds the source exhausted (or
@@ -18,7 +24,7 @@
 
 use super::alone::Alone;
 use super::chain::{Chain, Retired};
-use super::slot::{NO_GATE, NO_SLOT, Owned, SOURCE_GATE};
+use super::slot::Owned;
 use super::{Engine, SAMPLE_EVERY};
 use crate::pipeline::gate::Arrival;
 use crate::platform::unwind;
@@ -62,11 +68,6 @@ impl<'a> Engine<'a> {
                 return false;
             }
             state.routed.set(false);
-            if state.held_gate.get() == SOURCE_GATE {
-                // Passed the source gate by the previous fetcher.
-                state.held_gate.set(NO_GATE);
-                break;
-            }
             if self.exhausted.load(Ordering::Acquire) {
                 self.retire_chain(chain, retired);
                 return false;
@@ -124,22 +125,18 @@ impl<'a> Engine<'a> {
                 retired.push(unsafe { self.claim(parked) });
             }
         } else if shared || worker.tracing() {
-            // Tokens left over (ours, or parked meanwhile): pass the gate
-            // on to a job of them, for another worker to fetch the next
-            // batch; with nothing left, just leave.
-            let next = self.front(chain).or_else(|| {
-                gate.pop_parked().or_else(|| gate.finish()).map(|parked| {
-                    // SAFETY: the gate made it ours.
-                    let token = unsafe { self.claim(parked) };
-                    token.state().next.set(NO_SLOT);
-                    token
-                })
-            });
-            if let Some(next) = next {
-                next.state().held_gate.set(SOURCE_GATE);
-                *chain = Chain::EMPTY;
+            // Tokens left over (ours, or parked meanwhile): leave the gate
+            // free and make them a job, for another worker to fetch the
+            // next batch (it arrives at the gate as any job does).
+            let mut rest = std::mem::replace(chain, Chain::EMPTY);
+            while let Some(parked) = gate.pop_parked().or_else(|| gate.finish()) {
+                // SAFETY: the gate made it ours.
+                let token = unsafe { self.claim(parked) };
+                self.push_back(&mut rest, token);
+            }
+            if let Some(next) = self.front(&rest) {
                 // SAFETY: ours (with the rest of the old chain behind it),
-                // given up here, and the gate with it.
+                // given up here.
                 unsafe { self.schedule(next, worker) };
             }
         } else {
