@@ -8,7 +8,7 @@
 //! stamps, not times: a worker's event counts, tied to the time-stamp
 //! counter (`clock.rs`) by readings spaced to the length of its tasks
 //! (`stamp.rs`, which says what that keeps exact), so a record costs a few
-//! cell updates, 24 bytes (`RawTask`: the public `TaskEvent` is built by
+//! cell updates, 16 bytes (`RawTask`: the public `TaskEvent` is built by
 //! `collect`), no allocation but the batch's, and no atomic
 //! read-modify-write: tracing can stay on. An unnamed graph node run right
 //! after the one before it (rule 2, one stamp long) costs only a count on
@@ -29,6 +29,7 @@
 use crate::observe::clock::{Calibration, TraceClock};
 use crate::observe::stamp::Anchors;
 use crate::observe::stats::Rule;
+use crate::platform::prefetch::prefetch_for_write;
 use parking_lot::Mutex;
 use std::fmt::{self, Write as _};
 use std::io::{self, Write};
@@ -79,11 +80,12 @@ pub struct Trace {
     pub sleeps: Vec<SleepEvent>,
 }
 
-/// A task record as its worker writes it: stamps and the rule, 24
-/// bytes, and the run of graph successors that followed it, one stamp
-/// each. The worker is the buffer's, and the rare name goes beside
-/// (`RecordBatch::names`). A traced fork-join writes a record every ten
-/// nanoseconds or so, and the records of a run outgrow the caches: the
+/// A task record as its worker writes it: a stamp, a span and the rule,
+/// 16 bytes, and the run of graph successors that followed it, one stamp
+/// each. The worker is the buffer's, and the rare name and the rare span
+/// too long for 32 bits go beside (`RecordBatch::names`,
+/// `RecordBatch::long_ends`). A traced fork-join writes a record every
+/// ten nanoseconds or so, and the records of a run outgrow the caches: the
 /// bytes written are most of what a record costs beyond its clock
 /// reading, so `collect` builds the public `TaskEvent`s, not the worker.
 /// A chain of graph nodes run one after the other (rule 2) is the
@@ -92,13 +94,29 @@ pub struct Trace {
 /// counts them (`successors`) and `collect` writes them out.
 #[derive(Clone, Copy)]
 pub(crate) struct RawTask {
-    pub(crate) start: u64,
-    pub(crate) end: u64,
-    pub(crate) rule: Rule,
+    start: u64,
+    /// `end - start`, or `LONG_SPAN` when it does not fit below that (the
+    /// end is then in `RecordBatch::long_ends`).
+    span: u32,
     /// Unnamed rule-2 records after this one: the `i`-th (from 1) ran
-    /// from stamp `end + i - 1` to `end + i`.
-    pub(crate) successors: u32,
+    /// from stamp `end + i - 1` to `end + i`. A batch holds at most
+    /// `BATCH` records, so the count fits.
+    successors: u16,
+    /// `Rule as u8`.
+    rule: u8,
 }
+
+/// Records between a batch line's prefetch and its first write: eight
+/// lines, enough to cover a miss to memory at a record every few
+/// nanoseconds.
+const RECORDS_AHEAD: usize = 32;
+
+/// The span of a record whose end is kept beside it.
+const LONG_SPAN: u32 = u32::MAX;
+
+// A record's successors are records of its batch.
+const _: () = assert!(BATCH <= u16::MAX as usize);
+const _: () = assert!(std::mem::size_of::<RawTask>() == 16);
 
 /// A worker's records, in the order the tasks ended, and its clock
 /// readings meanwhile.
@@ -110,6 +128,9 @@ pub(crate) struct RecordBatch {
     /// The names of the named tasks, each with its record's position in
     /// `tasks`, in increasing position.
     pub(crate) names: Vec<(usize, Arc<str>)>,
+    /// The ends of the records whose span does not fit in 32 bits, each
+    /// with its record's position in `tasks`, in increasing position.
+    long_ends: Vec<(usize, u64)>,
     /// The worker's anchors (stamp, ticks) taken since its last batch.
     pub(crate) anchors: Vec<(u64, u64)>,
 }
@@ -120,6 +141,7 @@ impl RecordBatch {
             tasks: Vec::with_capacity(tasks),
             records: 0,
             names: Vec::new(),
+            long_ends: Vec::new(),
             anchors: Vec::new(),
         }
     }
@@ -130,12 +152,24 @@ impl RecordBatch {
         if let Some(name) = name {
             self.names.push((self.tasks.len(), name));
         }
+        let span = match u32::try_from(end - start) {
+            Ok(span) if span < LONG_SPAN => span,
+            _ => {
+                self.long_ends.push((self.tasks.len(), end));
+                LONG_SPAN
+            }
+        };
         self.tasks.push(RawTask {
             start,
-            end,
-            rule,
+            span,
             successors: 0,
+            rule: rule as u8,
         });
+        // The batch was written last a whole trace ago, or never: its
+        // lines are far from this core. Ask for one well before the
+        // records reach it, so that a full barrier of the task path (a
+        // deque pop's fence) does not wait for the store's miss.
+        prefetch_for_write(self.tasks.as_ptr().wrapping_add(self.tasks.len() + RECORDS_AHEAD));
         self.records += 1;
     }
 
@@ -147,7 +181,10 @@ impl RecordBatch {
             .tasks
             .last_mut()
             .expect("successors follow a record of the batch");
-        last.successors += count;
+        last.successors = u32::from(last.successors)
+            .checked_add(count)
+            .and_then(|n| u16::try_from(n).ok())
+            .expect("a record's successors are records of its batch");
         self.records += count as usize;
     }
 
@@ -173,20 +210,25 @@ impl RecordBatch {
         self.anchors.clear();
         self.records = 0;
         let mut names = self.names.drain(..).peekable();
+        let mut long_ends = self.long_ends.drain(..).peekable();
         let ns = |stamp: u64| cal.ns(anchors.ticks(stamp));
         for (at, raw) in self.tasks.drain(..).enumerate() {
             let name = names
                 .next_if(|(named, _)| *named == at)
                 .map(|(_, name)| name);
+            let end = match long_ends.next_if(|(long, _)| *long == at) {
+                Some((_, end)) => end,
+                None => raw.start + u64::from(raw.span),
+            };
             out.push(TaskEvent {
                 worker,
-                rule: raw.rule,
+                rule: Rule::ALL[usize::from(raw.rule)],
                 start_ns: ns(raw.start),
-                end_ns: ns(raw.end),
+                end_ns: ns(end),
                 name,
             });
-            let mut start_ns = ns(raw.end);
-            for stamp in (raw.end + 1)..=(raw.end + u64::from(raw.successors)) {
+            let mut start_ns = ns(end);
+            for stamp in (end + 1)..=(end + u64::from(raw.successors)) {
                 let end_ns = ns(stamp);
                 out.push(TaskEvent {
                     worker,
@@ -609,5 +651,43 @@ mod tests {
             ]
         );
         assert_eq!(batch.len(), 0);
+    }
+
+    /// A record whose span does not fit in 32 bits keeps its end beside
+    /// it, and its successors follow that end; the records around it are
+    /// untouched.
+    #[test]
+    fn a_span_beyond_32_bits_keeps_its_end() {
+        let clock = TraceClock::new();
+        let far = u64::from(u32::MAX) + 5;
+        let mut batch = RecordBatch::default();
+        batch.push(Rule::Returned, 1, 2, None);
+        batch.push(Rule::Mailbox, 0, far, Some(Arc::from("outer")));
+        batch.add_successors(1);
+        batch.push(Rule::SharedQueue, 3, 3 + u64::from(LONG_SPAN) - 1, None);
+        batch.anchors = vec![(0, 0), (far + 1, far + 1)];
+        let cal = clock.calibrate();
+        let mut events = Vec::new();
+        let anchors = batch.anchors.clone();
+        batch.drain_into(0, &cal, &Anchors::new(&anchors), &mut events);
+        let got: Vec<_> = events
+            .iter()
+            .map(|e| (e.rule, e.start_ns, e.end_ns, e.name.as_deref()))
+            .collect();
+        let at = |stamp: u64| cal.ns(stamp);
+        assert_eq!(
+            got,
+            [
+                (Rule::Returned, at(1), at(2), None),
+                (Rule::Mailbox, at(0), at(far), Some("outer")),
+                (Rule::Successor, at(far), at(far + 1), None),
+                (
+                    Rule::SharedQueue,
+                    at(3),
+                    at(3 + u64::from(LONG_SPAN) - 1),
+                    None
+                ),
+            ]
+        );
     }
 }
