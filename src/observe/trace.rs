@@ -169,7 +169,8 @@ impl RecordBatch {
         // lines are far from this core. Ask for one well before the
         // records reach it, so that a full barrier of the task path (a
         // deque pop's fence) does not wait for the store's miss.
-        prefetch_for_write(self.tasks.as_ptr().wrapping_add(self.tasks.len() + RECORDS_AHEAD));
+        let ahead = self.tasks.len() + RECORDS_AHEAD;
+        prefetch_for_write(self.tasks.as_ptr().wrapping_add(ahead));
         self.records += 1;
     }
 
