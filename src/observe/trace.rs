@@ -618,6 +618,14 @@ mod tests {
         assert!(batch.tasks.is_empty() && batch.names.is_empty() && batch.anchors.is_empty());
     }
 
+    /// The events of a batch drained on worker 0 by its own anchors.
+    fn drained(batch: &mut RecordBatch, cal: &Calibration) -> Vec<TaskEvent> {
+        let mut events = Vec::new();
+        let anchors = batch.anchors.clone();
+        batch.drain_into(0, cal, &Anchors::new(&anchors), &mut events);
+        events
+    }
+
     /// A record's counted successors drain into one rule-2 event a stamp
     /// each, right after it and before the next record, unnamed; the
     /// batch counts them as records.
@@ -633,9 +641,7 @@ mod tests {
         // Stamps 0 to 10 at ticks 0, 10, ... 100.
         batch.anchors = vec![(0, 0), (10, 100)];
         let cal = clock.calibrate();
-        let mut events = Vec::new();
-        let anchors = batch.anchors.clone();
-        batch.drain_into(0, &cal, &Anchors::new(&anchors), &mut events);
+        let events = drained(&mut batch, &cal);
         let got: Vec<_> = events
             .iter()
             .map(|e| (e.rule, e.start_ns, e.end_ns, e.name.as_deref()))
@@ -668,9 +674,7 @@ mod tests {
         batch.push(Rule::SharedQueue, 3, 3 + u64::from(LONG_SPAN) - 1, None);
         batch.anchors = vec![(0, 0), (far + 1, far + 1)];
         let cal = clock.calibrate();
-        let mut events = Vec::new();
-        let anchors = batch.anchors.clone();
-        batch.drain_into(0, &cal, &Anchors::new(&anchors), &mut events);
+        let events = drained(&mut batch, &cal);
         let got: Vec<_> = events
             .iter()
             .map(|e| (e.rule, e.start_ns, e.end_ns, e.name.as_deref()))
