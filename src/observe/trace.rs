@@ -626,6 +626,14 @@ mod tests {
         events
     }
 
+    /// Each event's rule, start, end and name.
+    fn shapes(events: &[TaskEvent]) -> Vec<(Rule, u64, u64, Option<&str>)> {
+        events
+            .iter()
+            .map(|e| (e.rule, e.start_ns, e.end_ns, e.name.as_deref()))
+            .collect()
+    }
+
     /// A record's counted successors drain into one rule-2 event a stamp
     /// each, right after it and before the next record, unnamed; the
     /// batch counts them as records.
@@ -642,10 +650,7 @@ mod tests {
         batch.anchors = vec![(0, 0), (10, 100)];
         let cal = clock.calibrate();
         let events = drained(&mut batch, &cal);
-        let got: Vec<_> = events
-            .iter()
-            .map(|e| (e.rule, e.start_ns, e.end_ns, e.name.as_deref()))
-            .collect();
+        let got = shapes(&events);
         let at = |stamp: u64| cal.ns(10 * stamp);
         assert_eq!(
             got,
@@ -675,10 +680,7 @@ mod tests {
         batch.anchors = vec![(0, 0), (far + 1, far + 1)];
         let cal = clock.calibrate();
         let events = drained(&mut batch, &cal);
-        let got: Vec<_> = events
-            .iter()
-            .map(|e| (e.rule, e.start_ns, e.end_ns, e.name.as_deref()))
-            .collect();
+        let got = shapes(&events);
         let at = |stamp: u64| cal.ns(stamp);
         assert_eq!(
             got,
