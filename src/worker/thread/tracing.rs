@@ -23,9 +23,10 @@
 //! (`close_run`), so records stay in the order their tasks ended.
 
 use super::{JobRef, Next, WorkerThread};
+use crate::observe::record::{self, RecordBatch};
 use crate::observe::stamp::Stamps;
 use crate::observe::stats::Rule;
-use crate::observe::trace::{self, RecordBatch, TraceBuffer};
+use crate::observe::trace::TraceBuffer;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
@@ -172,7 +173,7 @@ impl WorkerThread {
                     drop(self.trace.name.take());
                     self.push_record(&mut batch, ended, start, now, name);
                 }
-                batch.len() >= trace::BATCH
+                batch.len() >= record::BATCH
             };
             if full {
                 self.flush_trace();
@@ -196,7 +197,7 @@ impl WorkerThread {
         self.close_run(batch);
         batch.push(rule, start, end, name);
         self.trace.run_end.set(end);
-        let room = trace::BATCH.saturating_sub(batch.len());
+        let room = record::BATCH.saturating_sub(batch.len());
         self.trace.run_room.set(room.min(u32::MAX as usize) as u32);
     }
 
@@ -274,7 +275,7 @@ impl WorkerThread {
         let full = {
             let mut batch = self.trace.batch.borrow_mut();
             self.push_record(&mut batch, rule, start, end, name);
-            batch.len() >= trace::BATCH
+            batch.len() >= record::BATCH
         };
         if full {
             self.flush_trace();
