@@ -1,22 +1,32 @@
-//! A worker's trace records before they leave it: the 16-byte record
-//! (`RawTask`) and the batch that holds them (`RecordBatch`), with the
-//! names and long spans kept beside, and the drain into the public
-//! [`TaskEvent`] that `collect` (`trace.rs`) runs.
+//! A worker's trace as it writes it: one byte an event, in a stream whose
+//! positions are the stamps (`stamp.rs`), and the decoder `collect`
+//! (`trace.rs`) runs to turn the streams back into [`TaskEvent`]s.
 //!
-//! The worker writes a record for every task it runs, so this is the hot
-//! path of a traced pool: a push is a few stores into a batch allocated
-//! once, and the batch's lines are asked for ahead of the writes.
+//! A traced fork-join starts and ends a task every few nanoseconds, so
+//! what the worker writes per task is what tracing costs. Tasks nest on a
+//! worker (a task runs inside the one that waits for it), so a worker's
+//! tasks form a bracket sequence: an *open* code (with the rule that
+//! supplied the task) when a task starts and a *close* code when it ends
+//! are enough, and the start and end stamps are the positions of the two
+//! codes. A graph chain run in one loop (rule 2) cuts its record at each
+//! node with a single *next* code (close, and open the successor, at one
+//! stamp). A *read* code marks a stamp taken only for a clock reading (a
+//! flush, a sleep). Names and clock readings go beside, keyed by stamp.
+//! The worker writes the codes into a small array it reuses (its lines
+//! stay in its cache) and copies them out a flush at a time.
 //!
-//! Invariants: a batch's records are in the order their tasks ended;
-//! `names` and `long_ends` are in increasing record position, one entry
-//! at most per record; a record's successors are records of its batch,
-//! which holds at most `BATCH + 1` (`WorkerThread::flush_trace` moves it
-//! on at `BATCH`), so their count fits in 16 bits.
+//! Invariants: a worker's codes, over all its flushes, are one bracket
+//! sequence in stamp order (a close ends the innermost open task); a
+//! flushed stream is contiguous in stamps from `first_stamp`; `names` and
+//! `anchors` are in increasing stamp order; every stamp of a flush lies at
+//! or before its last anchor (the flush reads the clock first), so the
+//! decoder resolves every stamp of what it is given, and keeps only the
+//! open tasks (as clock ticks) and the last anchor between takes.
 
 use crate::observe::clock::Calibration;
 use crate::observe::stamp::Anchors;
 use crate::observe::stats::Rule;
-use crate::platform::prefetch::prefetch_for_write;
+use std::cell::Cell;
 use std::sync::Arc;
 
 /// One task a worker ran.
@@ -40,170 +50,143 @@ pub struct TaskEvent {
     pub name: Option<Arc<str>>,
 }
 
-/// Records a worker keeps locally before it moves them to its buffer.
-pub(crate) const BATCH: usize = 4096;
+/// Codes a worker's local stream holds before it flushes: 4 KiB, half a
+/// core's first-level data cache here, reused for the life of the worker.
+pub(crate) const STREAM: usize = 4096;
 
-/// A task record as its worker writes it: a stamp, a span and the rule,
-/// 16 bytes, and the run of graph successors that followed it, one stamp
-/// each. The worker is the buffer's, and the rare name and the rare span
-/// too long for 32 bits go beside (`RecordBatch::names`,
-/// `RecordBatch::long_ends`). A traced fork-join writes a record every
-/// ten nanoseconds or so, and the records of a run outgrow the caches: the
-/// bytes written are most of what a record costs beyond its clock
-/// reading, so `collect` builds the public `TaskEvent`s, not the worker.
-/// A chain of graph nodes run one after the other (rule 2) is the
-/// commonest run of such short records: each node starts at the stamp
-/// its predecessor ended at and ends one stamp later, so the worker only
-/// counts them (`successors`) and `collect` writes them out.
-#[derive(Clone, Copy)]
-pub(crate) struct RawTask {
-    start: u64,
-    /// `end - start`, or `LONG_SPAN` when it does not fit below that (the
-    /// end is then in `RecordBatch::long_ends`).
-    span: u32,
-    /// Unnamed rule-2 records after this one: the `i`-th (from 1) ran
-    /// from stamp `end + i - 1` to `end + i`. A batch holds at most
-    /// `BATCH` records, so the count fits.
-    successors: u16,
-    /// `Rule as u8`.
-    rule: u8,
+/// A stamp taken only for a clock reading: no task starts or ends.
+pub(crate) const READ: u8 = 0;
+/// The innermost open task ends here.
+pub(crate) const CLOSE: u8 = 0x40;
+/// A task starts here; the low bits are its rule.
+const OPEN: u8 = 0x80;
+/// The low bits of an open code: `Rule as u8`.
+const RULE_BITS: u8 = 0x07;
+
+/// The code of a task supplied by `rule` starting.
+#[inline]
+pub(crate) const fn open(rule: Rule) -> u8 {
+    OPEN | rule as u8
 }
 
-/// Records between a batch line's prefetch and its first write: eight
-/// lines, enough to cover a miss to memory at a record every few
-/// nanoseconds.
-const RECORDS_AHEAD: usize = 32;
+/// The code of the innermost task ending and one supplied by `rule`
+/// starting at the same stamp (a graph chain's next node).
+#[inline]
+pub(crate) const fn next(rule: Rule) -> u8 {
+    CLOSE | OPEN | rule as u8
+}
 
-/// The span of a record whose end is kept beside it.
-const LONG_SPAN: u32 = u32::MAX;
+// Every rule fits the open code's low bits.
+const _: () = assert!(Rule::ALL.len() <= RULE_BITS as usize + 1);
 
-// A record's successors are records of its batch.
-const _: () = assert!(BATCH <= u16::MAX as usize);
-const _: () = assert!(std::mem::size_of::<RawTask>() == 16);
-
-/// A worker's records, in the order the tasks ended, and its clock
-/// readings meanwhile.
+/// Codes a worker has flushed and `collect` has not decoded yet: a run of
+/// its events contiguous in stamps, with the names and clock readings
+/// among them.
 #[derive(Default)]
-pub(crate) struct RecordBatch {
-    pub(crate) tasks: Vec<RawTask>,
-    /// Records in `tasks`, each one's successors included.
-    records: usize,
-    /// The names of the named tasks, each with its record's position in
-    /// `tasks`, in increasing position.
-    pub(crate) names: Vec<(usize, Arc<str>)>,
-    /// The ends of the records whose span does not fit in 32 bits, each
-    /// with its record's position in `tasks`, in increasing position.
-    long_ends: Vec<(usize, u64)>,
-    /// The worker's anchors (stamp, ticks) taken since its last batch.
-    pub(crate) anchors: Vec<(u64, u64)>,
+pub(crate) struct Flushed {
+    /// The stamp of `codes[0]`.
+    first_stamp: u64,
+    codes: Vec<u8>,
+    /// Named task ends: the stamp of the close (or next) code, the name.
+    names: Vec<(u64, Arc<str>)>,
+    /// Clock readings: (stamp, ticks).
+    anchors: Vec<(u64, u64)>,
+    /// Tasks that end in `codes` (close and next codes).
+    closes: usize,
 }
 
-impl RecordBatch {
-    pub(super) fn with_capacity(tasks: usize) -> Self {
-        RecordBatch {
-            tasks: Vec::with_capacity(tasks),
-            records: 0,
-            names: Vec::new(),
-            long_ends: Vec::new(),
-            anchors: Vec::new(),
-        }
-    }
-
-    /// Record a task that ran from stamp `start` to stamp `end`.
-    #[inline]
-    pub(crate) fn push(&mut self, rule: Rule, start: u64, end: u64, name: Option<Arc<str>>) {
-        if let Some(name) = name {
-            self.names.push((self.tasks.len(), name));
-        }
-        let span = match u32::try_from(end - start) {
-            Ok(span) if span < LONG_SPAN => span,
-            _ => {
-                self.long_ends.push((self.tasks.len(), end));
-                LONG_SPAN
-            }
-        };
-        self.tasks.push(RawTask {
-            start,
-            span,
-            successors: 0,
-            rule: rule as u8,
-        });
-        // The batch was written last a whole trace ago, or never: its
-        // lines are far from this core. Ask for one well before the
-        // records reach it, so that a full barrier of the task path (a
-        // deque pop's fence) does not wait for the store's miss.
-        let ahead = self.tasks.len() + RECORDS_AHEAD;
-        prefetch_for_write(self.tasks.as_ptr().wrapping_add(ahead));
-        self.records += 1;
-    }
-
-    /// The last record was followed by `count` more unnamed rule-2
-    /// records, one stamp each (see `RawTask::successors`).
-    #[inline]
-    pub(crate) fn add_successors(&mut self, count: u32) {
-        let last = self
-            .tasks
-            .last_mut()
-            .expect("successors follow a record of the batch");
-        last.successors = u32::from(last.successors)
-            .checked_add(count)
-            .and_then(|n| u16::try_from(n).ok())
-            .expect("a record's successors are records of its batch");
-        self.records += count as usize;
-    }
-
-    /// Records in the batch, successors included.
-    pub(crate) fn len(&self) -> usize {
-        self.records
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.tasks.is_empty()
-    }
-
-    /// The public records of worker `worker`, times in nanoseconds (its
-    /// stamps placed by `anchors`); leaves the batch empty (its capacity
-    /// kept, for reuse).
-    pub(super) fn drain_into(
+impl Flushed {
+    /// Append a worker's local stream, `codes` from stamp `first_stamp`
+    /// on, and take its names and anchors; returns how many tasks end in
+    /// it.
+    pub(crate) fn append(
         &mut self,
+        first_stamp: u64,
+        codes: &[Cell<u8>],
+        names: &mut Vec<(u64, Arc<str>)>,
+        anchors: &mut Vec<(u64, u64)>,
+    ) -> usize {
+        if self.codes.is_empty() {
+            self.first_stamp = first_stamp;
+        }
+        debug_assert_eq!(self.first_stamp + self.codes.len() as u64, first_stamp);
+        // SAFETY: `Cell<u8>` has the layout of `u8`; the cells belong to
+        // the calling worker's thread, which writes none of them while
+        // this view lives (it is in this call). Seen as bytes, the count
+        // and the copy are a few vector instructions a line, not a cell
+        // access a code.
+        let codes: &[u8] = unsafe { &*(std::ptr::from_ref(codes) as *const [u8]) };
+        let closes = codes.iter().filter(|&&c| c & CLOSE != 0).count();
+        self.codes.extend_from_slice(codes);
+        self.names.append(names);
+        self.anchors.append(anchors);
+        self.closes += closes;
+        closes
+    }
+
+    /// Empty the stream, keeping its capacity.
+    fn clear(&mut self) {
+        self.codes.clear();
+        self.names.clear();
+        self.anchors.clear();
+        self.closes = 0;
+    }
+}
+
+/// What `collect` keeps of one worker's stream between takes: the tasks
+/// still open at the end of the last take, and its last clock reading.
+#[derive(Default)]
+pub(crate) struct Decoder {
+    /// Open tasks, outermost first: start (ticks) and rule.
+    open: Vec<(u64, Rule)>,
+    /// The last anchor decoded: the lower end of the window of the next
+    /// stream's first stamps.
+    last_anchor: Option<(u64, u64)>,
+    /// An emptied stream, for the worker's next flushes (a traced pool
+    /// that is taken from regularly allocates nothing new).
+    pub(crate) spare: Flushed,
+}
+
+impl Decoder {
+    /// The tasks of worker `worker` that end in `flushed`, times in
+    /// nanoseconds, in the order they ended; leaves `flushed` empty (its
+    /// capacity kept).
+    pub(crate) fn decode(
+        &mut self,
+        flushed: &mut Flushed,
         worker: usize,
         cal: &Calibration,
-        anchors: &Anchors<'_>,
         out: &mut Vec<TaskEvent>,
     ) {
-        self.anchors.clear();
-        self.records = 0;
-        let mut names = self.names.drain(..).peekable();
-        let mut long_ends = self.long_ends.drain(..).peekable();
-        let ns = |stamp: u64| cal.ns(anchors.ticks(stamp));
-        for (at, raw) in self.tasks.drain(..).enumerate() {
-            let name = names
-                .next_if(|(named, _)| *named == at)
-                .map(|(_, name)| name);
-            let end = match long_ends.next_if(|(long, _)| *long == at) {
-                Some((_, end)) => end,
-                None => raw.start + u64::from(raw.span),
-            };
-            out.push(TaskEvent {
-                worker,
-                rule: Rule::ALL[usize::from(raw.rule)],
-                start_ns: ns(raw.start),
-                end_ns: ns(end),
-                name,
-            });
-            let mut start_ns = ns(end);
-            for stamp in (end + 1)..=(end + u64::from(raw.successors)) {
-                let end_ns = ns(stamp);
-                out.push(TaskEvent {
-                    worker,
-                    rule: Rule::Successor,
-                    start_ns,
-                    end_ns,
-                    name: None,
-                });
-                start_ns = end_ns;
+        let mut anchors = Vec::with_capacity(flushed.anchors.len() + 1);
+        anchors.extend(self.last_anchor);
+        anchors.extend_from_slice(&flushed.anchors);
+        self.last_anchor = anchors.last().copied();
+        let anchors = Anchors::new(&anchors);
+        let mut names = flushed.names.drain(..).peekable();
+        out.reserve(flushed.closes);
+        for (stamp, &code) in (flushed.first_stamp..).zip(&flushed.codes) {
+            if code & CLOSE != 0 {
+                let name = names.next_if(|(at, _)| *at == stamp).map(|(_, n)| n);
+                // A close without an open (which the invariants rule out)
+                // is dropped rather than misattributed.
+                if let Some((start, rule)) = self.open.pop() {
+                    out.push(TaskEvent {
+                        worker,
+                        rule,
+                        start_ns: cal.ns(start),
+                        end_ns: cal.ns(anchors.ticks(stamp)),
+                        name,
+                    });
+                }
+            }
+            if code & OPEN != 0 {
+                let rule = Rule::ALL[usize::from(code & RULE_BITS)];
+                self.open.push((anchors.ticks(stamp), rule));
             }
         }
+        drop(names);
+        flushed.clear();
     }
 }
 
@@ -212,49 +195,9 @@ mod tests {
     use super::*;
     use crate::observe::clock::TraceClock;
 
-    /// A batch's names land on their own records, whatever runs of
-    /// unnamed records lie between; times and rules come through.
-    #[test]
-    fn a_batch_drains_into_events_with_each_name_on_its_record() {
-        let clock = TraceClock::new();
-        let mut batch = RecordBatch::default();
-        let named = |s: &str| Some(Arc::<str>::from(s));
-        batch.push(Rule::Steal, 1, 2, None);
-        batch.push(Rule::OwnDeque, 2, 3, named("b"));
-        batch.push(Rule::Successor, 4, 5, None);
-        batch.push(Rule::Successor, 5, 6, None);
-        batch.push(Rule::Returned, 6, 7, named("e"));
-        // Stamps 0 to 7 at ticks 0, 10, ... 70.
-        batch.anchors = vec![(0, 0), (7, 70)];
-        let cal = clock.calibrate();
-        let mut events = Vec::new();
-        let anchors = batch.anchors.clone();
-        batch.drain_into(3, &cal, &Anchors::new(&anchors), &mut events);
-        let names: Vec<_> = events.iter().map(|e| e.name.as_deref()).collect();
-        assert_eq!(names, [None, Some("b"), None, None, Some("e")]);
-        let rules: Vec<_> = events.iter().map(|e| e.rule).collect();
-        assert_eq!(
-            rules,
-            [
-                Rule::Steal,
-                Rule::OwnDeque,
-                Rule::Successor,
-                Rule::Successor,
-                Rule::Returned
-            ]
-        );
-        assert!(events.iter().all(|e| e.worker == 3));
-        assert_eq!(events[1].start_ns, cal.ns(20));
-        assert_eq!(events[1].end_ns, cal.ns(30));
-        assert!(batch.tasks.is_empty() && batch.names.is_empty() && batch.anchors.is_empty());
-    }
-
-    /// The events of a batch drained on worker 0 by its own anchors.
-    fn drained(batch: &mut RecordBatch, cal: &Calibration) -> Vec<TaskEvent> {
-        let mut events = Vec::new();
-        let anchors = batch.anchors.clone();
-        batch.drain_into(0, cal, &Anchors::new(&anchors), &mut events);
-        events
+    /// A worker's local stream holding `codes`.
+    fn cells(codes: &[u8]) -> Vec<Cell<u8>> {
+        codes.iter().copied().map(Cell::new).collect()
     }
 
     /// Each event's rule, start, end and name.
@@ -265,67 +208,91 @@ mod tests {
             .collect()
     }
 
-    /// A record's counted successors drain into one rule-2 event a stamp
-    /// each, right after it and before the next record, unnamed; the
-    /// batch counts them as records.
+    /// Nested tasks, a graph chain's next codes and reads decode into one
+    /// event per task, in the order they ended, each name on its task and
+    /// each time placed by the anchors.
     #[test]
-    fn counted_successors_drain_into_an_event_each() {
+    fn a_bracket_stream_decodes_into_its_tasks_in_end_order() {
         let clock = TraceClock::new();
-        let mut batch = RecordBatch::default();
-        batch.push(Rule::Steal, 1, 2, Some(Arc::from("a")));
-        batch.add_successors(2);
-        batch.add_successors(1);
-        batch.push(Rule::OwnDeque, 0, 7, None);
-        assert_eq!(batch.len(), 5);
-        // Stamps 0 to 10 at ticks 0, 10, ... 100.
-        batch.anchors = vec![(0, 0), (10, 100)];
         let cal = clock.calibrate();
-        let events = drained(&mut batch, &cal);
-        let got = shapes(&events);
+        let named = |s: &str| Arc::<str>::from(s);
+        // Stamp: 0 read, 1 open steal, 2 open own-deque, 3 close ("b"),
+        // 4 next successor ("c"), 5 next successor, 6 close ("e"),
+        // 7 close, 8 read.
+        let codes = cells(&[
+            READ,
+            open(Rule::Steal),
+            open(Rule::OwnDeque),
+            CLOSE,
+            next(Rule::Successor),
+            next(Rule::Successor),
+            CLOSE,
+            CLOSE,
+            READ,
+        ]);
+        let mut names = vec![(3, named("b")), (4, named("c")), (6, named("e"))];
+        // Stamps 0 to 8 at ticks 0, 10, ... 80.
+        let mut anchors = vec![(0, 0), (8, 80)];
+        let mut flushed = Flushed::default();
+        assert_eq!(flushed.append(0, &codes, &mut names, &mut anchors), 5);
+        assert!(names.is_empty() && anchors.is_empty());
+        let mut decoder = Decoder::default();
+        let mut events = Vec::new();
+        decoder.decode(&mut flushed, 3, &cal, &mut events);
         let at = |stamp: u64| cal.ns(10 * stamp);
         assert_eq!(
-            got,
+            shapes(&events),
             [
-                (Rule::Steal, at(1), at(2), Some("a")),
-                (Rule::Successor, at(2), at(3), None),
-                (Rule::Successor, at(3), at(4), None),
+                (Rule::OwnDeque, at(2), at(3), Some("b")),
+                // The steal's first part, cut by the chain's next code.
+                (Rule::Steal, at(1), at(4), Some("c")),
                 (Rule::Successor, at(4), at(5), None),
-                (Rule::OwnDeque, at(0), at(7), None),
+                (Rule::Successor, at(5), at(6), Some("e")),
             ]
         );
-        assert_eq!(batch.len(), 0);
+        assert!(events.iter().all(|e| e.worker == 3));
+        // Stamp 7 closes a task opened before this stream: none here.
+        assert!(decoder.open.is_empty());
+        assert_eq!(flushed.closes, 0);
+        assert!(flushed.codes.is_empty() && flushed.names.is_empty());
     }
 
-    /// A record whose span does not fit in 32 bits keeps its end beside
-    /// it, and its successors follow that end; the records around it are
-    /// untouched.
+    /// A task open across flushes and takes ends in a later take with the
+    /// start it had: the decoder keeps it, and the last anchor places the
+    /// next stream's first stamps.
     #[test]
-    fn a_span_beyond_32_bits_keeps_its_end() {
+    fn a_task_open_across_takes_keeps_its_start() {
         let clock = TraceClock::new();
-        let far = u64::from(u32::MAX) + 5;
-        let mut batch = RecordBatch::default();
-        batch.push(Rule::Returned, 1, 2, None);
-        batch.push(Rule::Mailbox, 0, far, Some(Arc::from("outer")));
-        batch.add_successors(1);
-        batch.push(Rule::SharedQueue, 3, 3 + u64::from(LONG_SPAN) - 1, None);
-        batch.anchors = vec![(0, 0), (far + 1, far + 1)];
         let cal = clock.calibrate();
-        let events = drained(&mut batch, &cal);
-        let got = shapes(&events);
-        let at = |stamp: u64| cal.ns(stamp);
+        let mut decoder = Decoder::default();
+        let mut events = Vec::new();
+        let mut flushed = Flushed::default();
+        // First take: stamps 10 to 12, the outer task opens at 10.
+        let first = cells(&[open(Rule::Mailbox), open(Rule::Returned), CLOSE]);
+        flushed.append(10, &first, &mut Vec::new(), &mut vec![(10, 100), (12, 120)]);
+        decoder.decode(&mut flushed, 0, &cal, &mut events);
         assert_eq!(
-            got,
+            shapes(&events),
+            [(Rule::Returned, cal.ns(110), cal.ns(120), None)]
+        );
+        // Two flushes in the next take: stamps 13 to 14, then 15 to 16.
+        let second = cells(&[open(Rule::Steal), CLOSE]);
+        flushed.append(13, &second, &mut Vec::new(), &mut vec![(14, 200)]);
+        let third = cells(&[CLOSE, READ]);
+        let mut names = vec![(15, Arc::from("outer"))];
+        flushed.append(15, &third, &mut names, &mut vec![(16, 300)]);
+        assert_eq!(flushed.closes, 2);
+        events.clear();
+        decoder.decode(&mut flushed, 0, &cal, &mut events);
+        assert_eq!(
+            shapes(&events),
             [
-                (Rule::Returned, at(1), at(2), None),
-                (Rule::Mailbox, at(0), at(far), Some("outer")),
-                (Rule::Successor, at(far), at(far + 1), None),
-                (
-                    Rule::SharedQueue,
-                    at(3),
-                    at(3 + u64::from(LONG_SPAN) - 1),
-                    None
-                ),
+                // Stamp 13 lies between the first take's last anchor
+                // (12, 120) and (14, 200).
+                (Rule::Steal, cal.ns(160), cal.ns(200), None),
+                (Rule::Mailbox, cal.ns(100), cal.ns(250), Some("outer")),
             ]
         );
+        assert!(decoder.open.is_empty());
     }
 }

@@ -1,11 +1,12 @@
-//! Trace stamps: a worker's ordered event counter, tied to the clock by
-//! readings taken as often as the tasks are long.
+//! Trace stamps: a worker's ordered event counter (the positions of its
+//! event codes, `record.rs`), tied to the clock by readings taken as often
+//! as the tasks are long.
 //!
 //! A trace wants a start and an end for every task, and a fork-join task
 //! can be shorter than one reading of the time-stamp counter (about 23 ns
 //! on the Xeon machines here, 11.5 on Zen 4, against about 7 ns for an
 //! untraced fork-join task): reading the clock at every task made a traced
-//! `join` three to four times slower than an untraced one. So a record
+//! `join` three to four times slower than an untraced one. So a trace
 //! keeps *stamps*: a worker counts its trace events (every start and every
 //! end), and reads the clock only at some of them, its *anchors*. Each
 //! reading adapts the spacing: while the window since the last reading is
@@ -17,8 +18,8 @@
 //! What that keeps: every task, its worker, rule and name, and the order
 //! and nesting of its events (the map from stamps to times is monotonic);
 //! exact times at every reading, and the worker reads at every event while
-//! its tasks are long, before it searches or sleeps, and at the start of
-//! the first task after (`WorkerThread::traced`). What it gives:
+//! its tasks are long, before it searches or sleeps, and at the first
+//! event after (`Stamps::read_next`). What it gives:
 //! within a run of sub-microsecond tasks, a task's own start and end are
 //! placed evenly between readings at most a few microseconds apart, and
 //! the first long task after such a run shares its window's time with the
@@ -26,8 +27,8 @@
 //!
 //! Invariants: stamps only grow on a worker; an anchor is a stamp with its
 //! clock reading, and a worker's anchors grow in both; every stamp in a
-//! batch that leaves the worker lies at or before the batch's last anchor
-//! (`WorkerThread::flush_trace` reads before it flushes).
+//! stream that leaves the worker lies at or before the stream's last
+//! anchor (`WorkerThread::flush_trace` reads before it flushes).
 
 use std::cell::Cell;
 
@@ -38,10 +39,10 @@ const SHORT_WINDOW_TICKS: u64 = 2_048;
 /// ones shares its window with at most this many events.
 const MAX_GAP: u32 = 32;
 
-/// A worker's stamp counter (its own thread only: cells).
+/// When a worker reads the clock (its own thread only: cells). The
+/// stamps themselves are the positions of its events in its event stream
+/// (`record.rs`), so this keeps only the spacing of readings.
 pub(crate) struct Stamps {
-    /// The next event's stamp.
-    next: Cell<u64>,
     /// Events left before the next reading.
     until_reading: Cell<u32>,
     /// The current spacing of readings, in events.
@@ -51,43 +52,32 @@ pub(crate) struct Stamps {
 }
 
 impl Stamps {
-    /// Stamps from `first` on: a slot's next thread (a guest of a pool
-    /// without threads) goes on from where the last one stopped, so a
-    /// buffer's stamps keep growing.
-    pub(crate) fn starting_at(first: u64) -> Self {
+    /// Readings for a thread whose first event reads the clock.
+    pub(crate) fn new() -> Self {
         Stamps {
-            next: Cell::new(first),
             until_reading: Cell::new(0),
             gap: Cell::new(1),
             last: Cell::new((0, 0)),
         }
     }
 
-    /// The stamp the next event will get.
-    pub(crate) fn upcoming(&self) -> u64 {
-        self.next.get()
-    }
-
-    /// A stamp for the next event, and whether the caller must read the
-    /// clock for it (`anchor`): the hot path, a few cell updates.
+    /// Count an event: whether the caller must read the clock for it
+    /// (`anchor`). The hot path: a load, a test and a store.
     #[inline]
-    pub(crate) fn next(&self) -> (u64, bool) {
-        let stamp = self.next.get();
-        self.next.set(stamp + 1);
+    pub(crate) fn due(&self) -> bool {
         let left = self.until_reading.get();
         if left == 0 {
-            return (stamp, true);
+            return true;
         }
         self.until_reading.set(left - 1);
-        (stamp, false)
+        false
     }
 
-    /// A stamp whose clock reading the caller takes now, whatever the gap.
+    /// The next event reads the clock, whatever the gap (the first task
+    /// after a search, a sleep or a flush).
     #[inline]
-    pub(crate) fn next_read(&self) -> u64 {
-        let stamp = self.next.get();
-        self.next.set(stamp + 1);
-        stamp
+    pub(crate) fn read_next(&self) {
+        self.until_reading.set(0);
     }
 
     /// `stamp` was read at `ticks`: adapt the gap to the window just ended
@@ -151,15 +141,6 @@ impl<'a> Anchors<'a> {
         };
         t0 + placed
     }
-
-    /// Where the anchors still needed start, for a worker whose records
-    /// yet to come have no stamp below `needed_from`: the last anchor at
-    /// or before it (the lower end of its window), else the first.
-    pub(crate) fn needed_from(&self, needed_from: u64) -> usize {
-        self.anchors
-            .partition_point(|&(s, _)| s <= needed_from)
-            .saturating_sub(1)
-    }
 }
 
 #[cfg(test)]
@@ -183,14 +164,13 @@ mod tests {
 
     #[test]
     fn short_windows_space_readings_out_and_a_long_one_reads_every_event() {
-        let stamps = Stamps::starting_at(0);
+        let stamps = Stamps::new();
         let mut ticks = 0;
         let mut reads = Vec::new();
         // 200 events 10 ticks apart: the gap doubles up to MAX_GAP.
-        for _ in 0..200 {
+        for stamp in 0..200 {
             ticks += 10;
-            let (stamp, read) = stamps.next();
-            if read {
+            if stamps.due() {
                 reads.push(stamp);
                 stamps.anchor(stamp, ticks);
             }
@@ -198,24 +178,16 @@ mod tests {
         let gaps: Vec<u64> = reads.windows(2).map(|w| w[1] - w[0]).collect();
         assert_eq!(&gaps[..6], &[2, 4, 8, 16, 32, 32]);
         // One long window: the next event is read, and the one after.
-        let (stamp, _) = loop {
-            ticks += 10;
-            let (stamp, read) = stamps.next();
-            if read {
-                break (stamp, read);
-            }
-        };
+        let mut stamp = 200;
+        while !stamps.due() {
+            stamp += 1;
+        }
         stamps.anchor(stamp, ticks + 1_000_000);
-        assert!(stamps.next().1);
-    }
-
-    #[test]
-    fn the_needed_anchors_start_at_the_window_of_the_oldest_stamp() {
-        let anchors = [(0, 0), (4, 40), (9, 90)];
-        let a = Anchors::new(&anchors);
-        assert_eq!(a.needed_from(4), 1);
-        assert_eq!(a.needed_from(6), 1);
-        assert_eq!(a.needed_from(u64::MAX), 2);
-        assert_eq!(a.needed_from(0), 0);
+        assert!(stamps.due());
+        // A forced reading point: the next event reads.
+        stamps.anchor(stamp + 1, ticks + 1_000_010);
+        assert!(!stamps.due());
+        stamps.read_next();
+        assert!(stamps.due());
     }
 }

@@ -1,19 +1,20 @@
 //! Opt-in execution traces: which worker ran what, when, and by which rule.
 //!
-//! With `Builder::trace(true)` every worker appends one record per task it
-//! runs (start, end, the rule that supplied it, the task's name if it has
-//! one) and one per time it slept, to a batch of its own, moved every
-//! `BATCH` records (and when it goes idle) to a buffer of its own (a mutex
-//! only that worker and `Pool::take_trace` ever take). A record holds two
-//! stamps, not times: a worker's event counts, tied to the time-stamp
-//! counter (`clock.rs`) by readings spaced to the length of its tasks
-//! (`stamp.rs`, which says what that keeps exact), so a record costs a few
-//! cell updates, 16 bytes (`RawTask` in `record.rs`: the public `TaskEvent`
-//! is built by `collect`), no allocation but the batch's, and no atomic
-//! read-modify-write: tracing can stay on. An unnamed graph node run right
-//! after the one before it (rule 2, one stamp long) costs only a count on
-//! the record before it (`RawTask::successors`). With tracing off, the hot
-//! path pays one predictable branch on a flag the worker keeps.
+//! With `Builder::trace(true)` every worker writes one byte when a task
+//! starts (with the rule that supplied it) and one when it ends, into a
+//! small stream of its own that it reuses (`record.rs`), with the rare
+//! name and the clock readings beside; it moves the stream, when full and
+//! when it goes idle, to a buffer of its own (a mutex only that worker and
+//! `Pool::take_trace` ever take), with one record per time it slept. The
+//! positions of a worker's bytes are its *stamps*, its event count, tied
+//! to the time-stamp counter (`clock.rs`) by readings spaced to the length
+//! of its tasks (`stamp.rs`, which says what that keeps exact). So a task
+//! costs two byte stores, a few cell updates and a sampled clock reading:
+//! no allocation, no atomic read-modify-write, and no store to a line the
+//! worker has not written lately. Tracing can stay on. `collect` decodes
+//! the streams (tasks nest, so the bytes are a bracket sequence) into the
+//! public `TaskEvent`s. With tracing off, the hot path pays one
+//! predictable branch on a flag the worker keeps.
 //!
 //! `Trace::write_chrome_json` writes the Chrome trace-event format that
 //! Perfetto (ui.perfetto.dev) and `chrome://tracing` open: one track per
@@ -23,16 +24,17 @@
 //! Invariants: a worker's records are in the order it finished them; times
 //! are stamps until `collect` and nanoseconds since the pool was built
 //! after; a nested task (run while its parent waits) lies inside its
-//! parent's interval; a buffer keeps the anchors its worker's records yet
-//! to come may need (`TraceBuffer::flush`'s `needed_from`).
+//! parent's interval; a buffer's decoder keeps the tasks still open at
+//! the end of a take (a task running across a take keeps its start).
 
-use crate::observe::clock::TraceClock;
-use crate::observe::record::{BATCH, RecordBatch, TaskEvent};
-use crate::observe::stamp::Anchors;
+use crate::observe::clock::{Calibration, TraceClock};
+use crate::observe::record::{Decoder, Flushed, TaskEvent};
 use crate::observe::stats::Rule;
 use parking_lot::Mutex;
+use std::cell::Cell;
 use std::fmt::{self, Write as _};
 use std::io::{self, Write};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -59,28 +61,12 @@ pub struct Trace {
 }
 
 /// What a worker has handed to its buffer and `collect` has not taken.
+#[derive(Default)]
 struct Shelf {
-    /// Whole batches, as the worker filled them (no copying on flush).
-    batches: Vec<RecordBatch>,
+    /// The worker's flushed event codes, appended flush after flush.
+    flushed: Flushed,
     /// Sleep intervals, in ticks.
     sleeps: Vec<SleepEvent>,
-    /// Anchors of batches already taken that the worker's records yet to
-    /// come may still need (a task running across a take).
-    kept_anchors: Vec<(u64, u64)>,
-    /// No stamp of a record yet to come lies below this (the start of the
-    /// task running outermost at the last flush; `u64::MAX`: none ran).
-    needed_from: u64,
-}
-
-impl Default for Shelf {
-    fn default() -> Self {
-        Shelf {
-            batches: Vec::new(),
-            sleeps: Vec::new(),
-            kept_anchors: Vec::new(),
-            needed_from: u64::MAX,
-        }
-    }
 }
 
 /// A worker's buffer (in the registry, one per slot).
@@ -88,20 +74,18 @@ impl Default for Shelf {
 pub(crate) struct TraceBuffer {
     /// What the worker handed over.
     records: Mutex<Shelf>,
-    /// Emptied batches `collect` gives back, for the worker's next flush:
-    /// a traced pool that is taken from regularly allocates no new batch
-    /// (a fresh one is 96 KiB of page faults, which cost a traced task as
-    /// much as its record).
-    spare: Mutex<Vec<RecordBatch>>,
-    /// Traced tasks this worker has started and whose records are not in
-    /// `records` yet (running, or in the worker's local batch, which it
-    /// flushes every `BATCH` records and whenever it goes idle). A task's
+    /// What `collect` keeps of this worker's stream between takes; held
+    /// through a take and its decoding, so two takes decode in turn.
+    decoder: Mutex<Decoder>,
+    /// Traced tasks this worker has started and whose ends are not in
+    /// `records` yet (running, or in the worker's local stream, which it
+    /// flushes when it fills and whenever it goes idle). A task's
     /// completion (the latch its waiter wakes on) comes after the increment
     /// and before the flush: `collect` waits for the count, so a caller that
     /// saw the completion sees the record. Only the buffer's worker writes
     /// it, so a load and a store do (no locked instruction a task).
     in_flight: AtomicUsize,
-    /// The stamp the slot's next thread starts from (`Stamps::starting_at`).
+    /// The stamp the slot's next thread starts from.
     next_stamp: AtomicU64,
 }
 
@@ -113,29 +97,28 @@ impl TraceBuffer {
         self.in_flight.store(n + 1, Ordering::Relaxed);
     }
 
-    /// Move a worker's local batch of records (each announced with
-    /// `task_started`) into the buffer; `needed_from`: no stamp of the
-    /// worker's records yet to come lies below it. Called by the buffer's
-    /// own worker only, which also says where its stamps stand.
-    pub(crate) fn flush(&self, batch: &mut RecordBatch, needed_from: u64, next_stamp: u64) {
+    /// Move a worker's local stream (`codes` from stamp `first_stamp` on,
+    /// each task in it announced with `task_started`), its names and its
+    /// anchors into the buffer. Called by the buffer's own worker only.
+    pub(crate) fn flush(
+        &self,
+        first_stamp: u64,
+        codes: &[Cell<u8>],
+        names: &mut Vec<(u64, Arc<str>)>,
+        anchors: &mut Vec<(u64, u64)>,
+    ) {
+        let next_stamp = first_stamp + codes.len() as u64;
         self.next_stamp.store(next_stamp, Ordering::Relaxed);
-        if batch.is_empty() {
+        if codes.is_empty() {
             return;
         }
-        let n = batch.len();
-        let next = self
-            .spare
+        let ended = self
+            .records
             .lock()
-            .pop()
-            .unwrap_or_else(|| RecordBatch::with_capacity(BATCH));
-        let full = std::mem::replace(batch, next);
-        {
-            let mut shelf = self.records.lock();
-            shelf.batches.push(full);
-            shelf.needed_from = needed_from;
-        }
+            .flushed
+            .append(first_stamp, codes, names, anchors);
         let left = self.in_flight.load(Ordering::Relaxed);
-        self.in_flight.store(left - n, Ordering::Release);
+        self.in_flight.store(left - ended, Ordering::Release);
     }
 
     /// Where the slot's next thread starts its stamps.
@@ -147,18 +130,24 @@ impl TraceBuffer {
         self.records.lock().sleeps.push(event);
     }
 
-    /// Take the batches and sleeps, with every anchor their stamps need;
-    /// keep the anchors the records yet to come may need.
-    fn take(&self) -> (Vec<RecordBatch>, Vec<SleepEvent>, Vec<(u64, u64)>) {
-        let mut shelf = self.records.lock();
-        let batches = std::mem::take(&mut shelf.batches);
-        let mut anchors = std::mem::take(&mut shelf.kept_anchors);
-        for batch in &batches {
-            anchors.extend_from_slice(&batch.anchors);
-        }
-        let from = Anchors::new(&anchors).needed_from(shelf.needed_from);
-        shelf.kept_anchors = anchors[from..].to_vec();
-        (batches, std::mem::take(&mut shelf.sleeps), anchors)
+    /// Take and decode what the worker handed over: its tasks into `out`
+    /// (as worker `worker`), its sleeps returned, in ticks.
+    fn take_into(
+        &self,
+        worker: usize,
+        cal: &Calibration,
+        out: &mut Vec<TaskEvent>,
+    ) -> Vec<SleepEvent> {
+        let mut decoder = self.decoder.lock();
+        let mut flushed = std::mem::take(&mut decoder.spare);
+        let sleeps = {
+            let mut shelf = self.records.lock();
+            std::mem::swap(&mut flushed, &mut shelf.flushed);
+            std::mem::take(&mut shelf.sleeps)
+        };
+        decoder.decode(&mut flushed, worker, cal, out);
+        decoder.spare = flushed;
+        sleeps
     }
 }
 
@@ -183,31 +172,15 @@ pub(crate) fn collect<'a>(
             }
         }
     }
-    let taken: Vec<_> = buffers.clone().map(TraceBuffer::take).collect();
-    // Records hold stamps until here (the buffer's position is the
+    // Streams hold stamps until here (the buffer's position is the
     // worker's index).
     let cal = clock.calibrate();
     let mut trace = Trace {
         workers,
         ..Trace::default()
     };
-    let recorded = taken
-        .iter()
-        .flat_map(|(batches, _, _)| batches)
-        .map(RecordBatch::len)
-        .sum();
-    trace.tasks.reserve_exact(recorded);
-    for (worker, ((batches, sleeps, anchors), buffer)) in taken.into_iter().zip(buffers).enumerate()
-    {
-        let anchors = Anchors::new(&anchors);
-        let mut emptied = Vec::with_capacity(batches.len());
-        for mut batch in batches {
-            batch.drain_into(worker, &cal, &anchors, &mut trace.tasks);
-            if batch.tasks.capacity() == BATCH {
-                emptied.push(batch);
-            }
-        }
-        buffer.spare.lock().append(&mut emptied);
+    for (worker, buffer) in buffers.enumerate() {
+        let sleeps = buffer.take_into(worker, &cal, &mut trace.tasks);
         trace.sleeps.extend(sleeps.into_iter().map(|s| SleepEvent {
             start_ns: cal.ns(s.start_ns),
             end_ns: cal.ns(s.end_ns),
