@@ -124,6 +124,11 @@ impl Flushed {
         closes
     }
 
+    /// Tasks that end in the stream.
+    pub(crate) fn closes(&self) -> usize {
+        self.closes
+    }
+
     /// Empty the stream, keeping its capacity.
     fn clear(&mut self) {
         self.codes.clear();
@@ -253,7 +258,7 @@ mod tests {
         assert!(events.iter().all(|e| e.worker == 3));
         // Stamp 7 closes a task opened before this stream: none here.
         assert!(decoder.open.is_empty());
-        assert_eq!(flushed.closes, 0);
+        assert_eq!(flushed.closes(), 0);
         assert!(flushed.codes.is_empty() && flushed.names.is_empty());
     }
 
@@ -281,7 +286,7 @@ mod tests {
         let third = cells(&[CLOSE, READ]);
         let mut names = vec![(15, Arc::from("outer"))];
         flushed.append(15, &third, &mut names, &mut vec![(16, 300)]);
-        assert_eq!(flushed.closes, 2);
+        assert_eq!(flushed.closes(), 2);
         events.clear();
         decoder.decode(&mut flushed, 0, &cal, &mut events);
         assert_eq!(

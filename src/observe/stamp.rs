@@ -115,26 +115,43 @@ impl<'a> Anchors<'a> {
     /// The time (in ticks) of `stamp`: exact at an anchor, placed evenly
     /// between the two around it otherwise, the nearest anchor's outside
     /// them (which the invariants rule out; 0 with no anchor at all).
+    /// Fastest when stamps come in increasing order, as `collect` asks.
+    #[inline]
     pub(crate) fn ticks(&self, stamp: u64) -> u64 {
         let anchors = self.anchors;
-        let in_window =
-            |w: usize| w + 1 < anchors.len() && anchors[w].0 <= stamp && stamp <= anchors[w + 1].0;
         let mut w = self.window.get();
-        if !in_window(w) && !in_window(w + 1) {
-            let after = anchors.partition_point(|&(s, _)| s < stamp);
-            if after == anchors.len() {
-                return anchors.last().map_or(0, |&(_, t)| t);
-            }
-            if after == 0 {
-                return anchors[0].1;
-            }
-            w = after - 1;
-        } else if !in_window(w) {
+        while w + 2 < anchors.len() && anchors[w + 1].0 < stamp {
             w += 1;
         }
+        if w + 1 >= anchors.len() || stamp < anchors[w].0 || anchors[w + 1].0 < stamp {
+            return self.ticks_elsewhere(stamp);
+        }
         self.window.set(w);
-        let ((s0, t0), (s1, t1)) = (anchors[w], anchors[w + 1]);
+        Self::placed(anchors[w], anchors[w + 1], stamp)
+    }
+
+    /// `ticks` for a stamp before the current window or outside all.
+    #[cold]
+    fn ticks_elsewhere(&self, stamp: u64) -> u64 {
+        let anchors = self.anchors;
+        let after = anchors.partition_point(|&(s, _)| s < stamp);
+        if after == anchors.len() {
+            return anchors.last().map_or(0, |&(_, t)| t);
+        }
+        if after == 0 || anchors[after].0 == stamp {
+            return anchors[after].1;
+        }
+        self.window.set(after - 1);
+        Self::placed(anchors[after - 1], anchors[after], stamp)
+    }
+
+    /// `stamp`, between anchors `(s0, t0)` and `(s1, t1)`, placed evenly.
+    #[inline]
+    fn placed((s0, t0): (u64, u64), (s1, t1): (u64, u64), stamp: u64) -> u64 {
         let (span, offset, whole) = (t1.saturating_sub(t0), stamp - s0, s1 - s0);
+        if offset == 0 {
+            return t0;
+        }
         let placed = match span.checked_mul(offset) {
             Some(product) => product / whole,
             None => (u128::from(span) * u128::from(offset) / u128::from(whole)) as u64,

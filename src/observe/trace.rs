@@ -27,10 +27,10 @@
 //! parent's interval; a buffer's decoder keeps the tasks still open at
 //! the end of a take (a task running across a take keeps its start).
 
-use crate::observe::clock::{Calibration, TraceClock};
+use crate::observe::clock::TraceClock;
 use crate::observe::record::{Decoder, Flushed, TaskEvent};
 use crate::observe::stats::Rule;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use std::cell::Cell;
 use std::fmt::{self, Write as _};
 use std::io::{self, Write};
@@ -130,24 +130,15 @@ impl TraceBuffer {
         self.records.lock().sleeps.push(event);
     }
 
-    /// Take and decode what the worker handed over: its tasks into `out`
-    /// (as worker `worker`), its sleeps returned, in ticks.
-    fn take_into(
-        &self,
-        worker: usize,
-        cal: &Calibration,
-        out: &mut Vec<TaskEvent>,
-    ) -> Vec<SleepEvent> {
+    /// Lock the decoder and take what the worker handed over: its codes
+    /// (swapped for the decoder's emptied spare) and its sleeps, in ticks.
+    fn take(&self) -> (MutexGuard<'_, Decoder>, Flushed, Vec<SleepEvent>) {
         let mut decoder = self.decoder.lock();
         let mut flushed = std::mem::take(&mut decoder.spare);
-        let sleeps = {
-            let mut shelf = self.records.lock();
-            std::mem::swap(&mut flushed, &mut shelf.flushed);
-            std::mem::take(&mut shelf.sleeps)
-        };
-        decoder.decode(&mut flushed, worker, cal, out);
-        decoder.spare = flushed;
-        sleeps
+        let mut shelf = self.records.lock();
+        std::mem::swap(&mut flushed, &mut shelf.flushed);
+        let sleeps = std::mem::take(&mut shelf.sleeps);
+        (decoder, flushed, sleeps)
     }
 }
 
@@ -172,15 +163,22 @@ pub(crate) fn collect<'a>(
             }
         }
     }
-    // Streams hold stamps until here (the buffer's position is the
+    // Decoders are locked in buffer order, by every collector alike; each
+    // stays locked until its stream is decoded, so takes decode in turn.
+    let taken: Vec<_> = buffers.map(TraceBuffer::take).collect();
+    // Streams hold stamps until here (the position of a buffer is its
     // worker's index).
     let cal = clock.calibrate();
     let mut trace = Trace {
         workers,
         ..Trace::default()
     };
-    for (worker, buffer) in buffers.enumerate() {
-        let sleeps = buffer.take_into(worker, &cal, &mut trace.tasks);
+    trace
+        .tasks
+        .reserve_exact(taken.iter().map(|(_, flushed, _)| flushed.closes()).sum());
+    for (worker, (mut decoder, mut flushed, sleeps)) in taken.into_iter().enumerate() {
+        decoder.decode(&mut flushed, worker, &cal, &mut trace.tasks);
+        decoder.spare = flushed;
         trace.sleeps.extend(sleeps.into_iter().map(|s| SleepEvent {
             start_ns: cal.ns(s.start_ns),
             end_ns: cal.ns(s.end_ns),
