@@ -4,7 +4,7 @@
 //! (The pinned pipeline is in `pipelines.rs`.)
 
 use super::{median, ms};
-use sixfold::{Graph, Pool, current_worker};
+use sixfold::{Graph, Pinning, Pool, current_worker};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -79,15 +79,27 @@ pub(super) fn bench_graph_wavefront_replay(ours: &Pool, _: &rayon::ThreadPool) {
 
 /// `trace_cost`: `fib_join/30` and `graph_chain/1000000` on a pool that
 /// records a trace, against the same pool kind without (ratio on / off).
-/// The records are taken (and dropped) between runs, untimed.
+/// Traced and untraced runs alternate, so both see the same machine phase;
+/// the records are taken (and dropped) after every run, untimed.
+///
+/// `fib_join/30/pinned` is the same pair with both pools' workers pinned
+/// (`Pinning::Cores`). Unpinned, the kernel now and then wakes the second
+/// worker onto the first one's core and leaves it there for a whole run
+/// (`perf sched` shows both workers taking turns on one core for 17 ms
+/// while the other core idles), which doubles that run; a take between
+/// runs (40 ms of decoding on the caller's thread) makes this likelier
+/// for the traced pool. Pinned, the ratio is what a record costs.
 pub(super) fn bench_trace_cost(_: &Pool, _: &rayon::ThreadPool) {
     let threads = super::threads();
-    let traced = Pool::builder()
-        .num_threads(threads)
-        .trace(true)
-        .build()
-        .expect("pool");
-    let plain = Pool::builder().num_threads(threads).build().expect("pool");
+    let pool = |trace: bool, pinning: Pinning| {
+        Pool::builder()
+            .num_threads(threads)
+            .trace(trace)
+            .pinning(pinning)
+            .build()
+            .expect("pool")
+    };
+    let (traced, plain) = (pool(true, Pinning::None), pool(false, Pinning::None));
     fn fib(n: u64) -> u64 {
         if n < 2 {
             return n;
@@ -95,28 +107,44 @@ pub(super) fn bench_trace_cost(_: &Pool, _: &rayon::ThreadPool) {
         let (a, b) = sixfold::join(|| fib(n - 1), || fib(n - 2));
         a + b
     }
-    let time = |pool: &Pool, run: &mut dyn FnMut(&Pool)| -> Duration {
-        run(pool);
-        let _ = pool.take_trace();
-        let samples = (0..RUNS)
-            .map(|_| {
-                let start = Instant::now();
-                run(pool);
-                let took = start.elapsed();
-                let _ = pool.take_trace();
-                took
-            })
-            .collect();
-        median(samples)
+    // Medians of (on, off), runs alternating.
+    let time = |on: &Pool, off: &Pool, run: &mut dyn FnMut(&Pool)| -> (Duration, Duration) {
+        let mut sample = |pool: &Pool| {
+            let start = Instant::now();
+            run(pool);
+            let took = start.elapsed();
+            let _ = pool.take_trace();
+            took
+        };
+        sample(on);
+        sample(off);
+        let (mut ons, mut offs) = (Vec::new(), Vec::new());
+        for _ in 0..RUNS {
+            ons.push(sample(on));
+            offs.push(sample(off));
+        }
+        (median(ons), median(offs))
+    };
+    let report = |name: &str, (on, off): (Duration, Duration)| {
+        println!(
+            "{name} {:.3} {:.3} {:.3}",
+            ms(on),
+            ms(off),
+            on.as_secs_f64() / off.as_secs_f64()
+        );
     };
     let mut fib_run = |pool: &Pool| assert_eq!(pool.install(|| fib(30)), 832_040);
-    let (on, off) = (time(&traced, &mut fib_run), time(&plain, &mut fib_run));
-    println!(
-        "trace_cost/fib_join/30 {:.3} {:.3} {:.3}",
-        ms(on),
-        ms(off),
-        on.as_secs_f64() / off.as_secs_f64()
+    report(
+        "trace_cost/fib_join/30",
+        time(&traced, &plain, &mut fib_run),
     );
+    {
+        let (traced, plain) = (pool(true, Pinning::Cores), pool(false, Pinning::Cores));
+        report(
+            "trace_cost/fib_join/30/pinned",
+            time(&traced, &plain, &mut fib_run),
+        );
+    }
     let counters: Vec<AtomicU64> = (0..1_000_000).map(|_| AtomicU64::new(0)).collect();
     let mut g = Graph::new();
     let ids: Vec<_> = counters
@@ -132,12 +160,9 @@ pub(super) fn bench_trace_cost(_: &Pool, _: &rayon::ThreadPool) {
     }
     let g = std::cell::RefCell::new(g);
     let mut chain_run = |pool: &Pool| pool.run_graph(&mut g.borrow_mut()).unwrap();
-    let (on, off) = (time(&traced, &mut chain_run), time(&plain, &mut chain_run));
-    println!(
-        "trace_cost/graph_chain/1000000 {:.3} {:.3} {:.3}",
-        ms(on),
-        ms(off),
-        on.as_secs_f64() / off.as_secs_f64()
+    report(
+        "trace_cost/graph_chain/1000000",
+        time(&traced, &plain, &mut chain_run),
     );
     println!("#   trace_cost: tracing on / off, same pool size; records taken between runs");
 }
