@@ -45,6 +45,7 @@ use crate::queues::region::{self, Region};
 use crate::worker::credit::CreditFrames;
 use crate::worker::group::Group;
 use crate::worker::registry;
+use std::alloc::{self, Layout};
 use std::cell::Cell;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
@@ -83,6 +84,53 @@ fn approximate_stack_pointer() -> usize {
 
 thread_local! {
     static WORKER_THREAD: Cell<*const WorkerThread> = const { Cell::new(ptr::null()) };
+    static SPARE_MEMORY: SpareMemory = const { SpareMemory(Cell::new(None)) };
+}
+
+/// The memory of one `WorkerThread` this thread has left, kept for its next
+/// `enter`: a guest of a zero-thread pool enters and leaves once per call,
+/// and the system allocator's over-aligned allocation and free of a
+/// worker's 128-byte-aligned box cost as much as the rest of the call.
+struct SpareMemory(Cell<Option<NonNull<WorkerThread>>>);
+
+impl Drop for SpareMemory {
+    fn drop(&mut self) {
+        if let Some(memory) = self.0.take() {
+            // SAFETY: allocated in `allocate_worker` with this layout, and
+            // holds no value (its worker was moved out in `leave`).
+            unsafe { alloc::dealloc(memory.as_ptr().cast(), Layout::new::<WorkerThread>()) };
+        }
+    }
+}
+
+/// Memory for a `WorkerThread`: this thread's spare, else a fresh block.
+fn allocate_worker() -> NonNull<WorkerThread> {
+    if let Ok(Some(memory)) = SPARE_MEMORY.try_with(|spare| spare.0.take()) {
+        return memory;
+    }
+    let layout = Layout::new::<WorkerThread>();
+    // SAFETY: the layout has a non-zero size.
+    let memory = unsafe { alloc::alloc(layout) };
+    NonNull::new(memory.cast()).unwrap_or_else(|| alloc::handle_alloc_error(layout))
+}
+
+/// Give back the memory of a `WorkerThread` whose value was moved out:
+/// kept as this thread's spare if it has none, else freed.
+///
+/// # Safety
+/// `memory` came from `allocate_worker` and holds no value any more.
+unsafe fn release_worker(memory: NonNull<WorkerThread>) {
+    let kept = SPARE_MEMORY.try_with(|spare| match spare.0.get() {
+        None => {
+            spare.0.set(Some(memory));
+            true
+        }
+        Some(_) => false,
+    });
+    if kept != Ok(true) {
+        // SAFETY: the caller's: allocated with this layout, now empty.
+        unsafe { alloc::dealloc(memory.as_ptr().cast(), Layout::new::<WorkerThread>()) };
+    }
 }
 
 /// Owns the calling thread's `WorkerThread` while it is a worker; `leave`
@@ -105,9 +153,12 @@ impl WorkerGuard {
     pub(crate) fn leave(self) -> Worker<JobRef> {
         self.flush_trace();
         WORKER_THREAD.with(|cell| cell.set(self.previous));
-        // SAFETY: from Box::into_raw in `enter`; the TLS no longer points at
-        // it and this guard, its last user, is consumed.
-        let worker = unsafe { Box::from_raw(self.ptr.as_ptr()) };
+        // SAFETY: written in `enter`; the TLS no longer points at it and
+        // this guard, its last user, is consumed: the value is moved out
+        // once, and its memory given back empty.
+        let worker = unsafe { self.ptr.as_ptr().read() };
+        // SAFETY: from `allocate_worker`, and its value was just moved out.
+        unsafe { release_worker(self.ptr) };
         worker.deque
     }
 }
@@ -191,9 +242,10 @@ pub(crate) struct WorkerThread {
     /// The pool records a trace (`trace.rs`): copied here, so the hot path
     /// tests a flag it owns.
     tracing: bool,
-    /// What tracing keeps on the worker, boxed: the untraced hot paths
-    /// never read it, so it takes no room on their cache lines.
-    trace: Box<TraceLocal>,
+    /// What tracing keeps on the worker (its stream allocated only when
+    /// the pool traces): in place, not boxed, so that a guest's entry
+    /// allocates nothing more for it and a traced event skips a load.
+    trace: TraceLocal,
 }
 
 impl WorkerThread {
@@ -217,8 +269,9 @@ impl WorkerThread {
         // shared aliases (a live Box would claim uniqueness).
         let counters: *const WorkerCounters = registry.counters(index);
         let lent: *const LentSlot<JobRef> = registry.lent(index);
-        let trace = Box::new(TraceLocal::new(registry.trace_buffer(index)));
-        let ptr = Box::into_raw(Box::new(WorkerThread {
+        let trace = TraceLocal::new(registry.trace_buffer(index), registry_tracing);
+        let memory = allocate_worker();
+        let worker = WorkerThread {
             deque,
             index,
             counters,
@@ -239,19 +292,19 @@ impl WorkerThread {
             tracing: registry_tracing,
             trace,
             steal_floor: approximate_stack_pointer().saturating_sub(stack_budget / 2),
-        }));
-        WORKER_THREAD.with(|cell| cell.set(ptr));
-        WorkerGuard {
-            // SAFETY: from Box::into_raw, never null.
-            ptr: unsafe { NonNull::new_unchecked(ptr) },
-        }
+        };
+        // SAFETY: `memory` is unused and laid out for a `WorkerThread`
+        // (`allocate_worker`); `leave` moves the value out again.
+        unsafe { memory.as_ptr().write(worker) };
+        WORKER_THREAD.with(|cell| cell.set(memory.as_ptr().cast_const()));
+        WorkerGuard { ptr: memory }
     }
 
     /// The worker the calling thread is, if any.
     #[inline]
     pub(crate) fn current() -> Option<&'static WorkerThread> {
         let ptr = WORKER_THREAD.with(Cell::get);
-        // SAFETY: the pointer is set only while the boxed WorkerThread lives
+        // SAFETY: the pointer is set only while the WorkerThread lives
         // and is cleared (restored) before it is dropped; the reference does
         // not escape the thread because WorkerThread is !Sync.
         unsafe { ptr.as_ref() }

@@ -44,8 +44,9 @@ pub(super) struct TraceLocal {
     first_stamp: Cell<u64>,
     /// When the worker reads the clock.
     stamps: Stamps,
-    /// The local stream: `STREAM` codes and the flush's read code.
-    codes: [Cell<u8>; STREAM + 1],
+    /// The local stream: `STREAM` codes and the flush's read code; empty
+    /// (never allocated) on a pool that does not trace.
+    codes: Box<[Cell<u8>]>,
     /// Named task ends in the local stream: (stamp, name).
     names: RefCell<Vec<(u64, Arc<str>)>>,
     /// Clock readings in the local stream: (stamp, ticks).
@@ -55,15 +56,17 @@ pub(super) struct TraceLocal {
 impl TraceLocal {
     /// The trace state of the worker whose buffer is `buffer` (in the
     /// registry the worker keeps alive): a slot's next thread goes on from
-    /// the stamp where its last one stopped.
-    pub(super) fn new(buffer: &TraceBuffer) -> Self {
+    /// the stamp where its last one stopped. Without `tracing`, nothing is
+    /// allocated (a guest of a zero-thread pool makes one per entry).
+    pub(super) fn new(buffer: &TraceBuffer, tracing: bool) -> Self {
+        let stream = if tracing { STREAM + 1 } else { 0 };
         TraceLocal {
             buffer,
             name: Cell::new(None),
             len: Cell::new(0),
             first_stamp: Cell::new(buffer.next_stamp()),
             stamps: Stamps::new(),
-            codes: [const { Cell::new(READ) }; STREAM + 1],
+            codes: (0..stream).map(|_| Cell::new(READ)).collect(),
             names: RefCell::new(Vec::new()),
             anchors: RefCell::new(Vec::new()),
         }
@@ -79,7 +82,7 @@ struct CloseRecord<'w> {
 impl Drop for CloseRecord<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.worker.end_traced(CLOSE);
+        self.worker.end_traced();
     }
 }
 
@@ -119,11 +122,11 @@ impl WorkerThread {
         self.trace_buffer().task_started();
     }
 
-    /// The innermost traced task ends (`code`: a close), with the name it
-    /// gave itself, if any.
+    /// The innermost traced task ends, with the name it gave itself, if
+    /// any.
     #[inline]
-    fn end_traced(&self, code: u8) {
-        self.trace_event(code);
+    fn end_traced(&self) {
+        self.trace_event(CLOSE);
         if let Some(name) = self.trace.name.take() {
             self.name_last_event(name);
         }
@@ -140,25 +143,30 @@ impl WorkerThread {
     /// say so: the hot path, a few loads and stores.
     #[inline]
     fn trace_event(&self, code: u8) {
-        if self.trace.len.get() >= STREAM {
-            return self.trace_event_after_flush(code);
+        let t = &self.trace;
+        let len = t.len.get();
+        // The stream's last slot is kept for the flush's read code: one
+        // compare is both the full test and the bounds check.
+        match t.codes[..t.codes.len().saturating_sub(1)].get(len) {
+            Some(slot) => self.write_at(slot, len, code),
+            None => self.trace_event_after_flush(code),
         }
-        self.write_event(code);
     }
 
     #[cold]
     #[inline(never)]
     fn trace_event_after_flush(&self, code: u8) {
         self.flush_trace();
-        self.write_event(code);
+        let t = &self.trace;
+        let len = t.len.get();
+        self.write_at(&t.codes[len], len, code);
     }
 
-    /// Write `code` at the next stamp; the stream has room for it.
+    /// Write `code` into `slot`, the stream's next (at `len`).
     #[inline]
-    fn write_event(&self, code: u8) {
-        let t = &*self.trace;
-        let len = t.len.get();
-        t.codes[len].set(code);
+    fn write_at(&self, slot: &Cell<u8>, len: usize, code: u8) {
+        let t = &self.trace;
+        slot.set(code);
         t.len.set(len + 1);
         if t.stamps.due() {
             self.anchor(t.first_stamp.get() + len as u64);
@@ -195,7 +203,7 @@ impl WorkerThread {
     /// A read code and its clock reading; the stream has room for it (one
     /// slot past `STREAM` is kept for it).
     fn read_event(&self) -> u64 {
-        let t = &*self.trace;
+        let t = &self.trace;
         let len = t.len.get();
         t.codes[len].set(READ);
         t.len.set(len + 1);
@@ -222,7 +230,7 @@ impl WorkerThread {
     pub(crate) fn flush_trace(&self) {
         if self.tracing {
             self.read_event();
-            let t = &*self.trace;
+            let t = &self.trace;
             let len = t.len.replace(0);
             let first = t.first_stamp.get();
             t.first_stamp.set(first + len as u64);
