@@ -230,6 +230,26 @@ fn zero_thread_pool_runs_everything_on_the_guest_slot() {
     assert_eq!(ran.load(Ordering::SeqCst), 10);
 }
 
+/// Guests of pools without threads, call after call: each entry of the
+/// outer pool reuses the worker memory its thread kept from the last one.
+/// The inner pool, entered from the outer's worker, runs on a drainer
+/// thread of its own, whose kept memory is freed when that thread ends.
+/// Both pools' joins work, and the caller is no worker after.
+#[test]
+fn guests_of_pools_without_threads_reuse_their_worker_memory() {
+    let outer = Pool::builder().num_threads(0).build().unwrap();
+    let inner = Pool::builder().num_threads(0).build().unwrap();
+    for round in 0..3u64 {
+        let (inside, after) = outer.install(|| {
+            let inside = inner.install(|| fib_join(6) + round);
+            // Back in the outer pool's guest slot: its joins still work.
+            (inside, fib_join(5))
+        });
+        assert_eq!((inside, after), (8 + round, 5));
+        assert_eq!(sixfold::current_worker(), None);
+    }
+}
+
 #[test]
 fn run_from_a_worker_of_another_pool_wakes_the_right_owner() {
     let outer = Pool::builder().num_threads(2).build().unwrap();
