@@ -169,7 +169,6 @@ impl Decoder {
         self.last_anchor = anchors.last().copied();
         let anchors = Anchors::new(&anchors);
         let mut names = flushed.names.drain(..).peekable();
-        out.reserve(flushed.closes);
         for (stamp, &code) in (flushed.first_stamp..).zip(&flushed.codes) {
             if code & CLOSE != 0 {
                 let name = names.next_if(|(at, _)| *at == stamp).map(|(_, n)| n);
