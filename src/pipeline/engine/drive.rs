@@ -75,6 +75,13 @@ impl<'a> Engine<'a> {
         // before something moves. The loop cannot spin.
         #[cfg(debug_assertions)]
         let mut closed_in_a_row = 0usize;
+        // Where the last walk behind a waiting front ended: (the front, the
+        // item that ran behind it and then waited at a gate). Every item
+        // from the front to that one is passed over, and stays so until the
+        // front itself steps (nothing else moves them), so the next walk
+        // starts there (`runnable_behind`). Taken at every walk, set again
+        // only when a walk's item ended waiting in place.
+        let mut resume: Option<(u32, u32)> = None;
         while let Some(front) = self.front(&chain) {
             let state = front.state();
             if state.stage.get() == 0 {
@@ -102,7 +109,13 @@ impl<'a> Engine<'a> {
             // The item to carry on: the front, unless it waits for its turn
             // at an in-order gate and an item behind it has a stage to run
             // first; then that one, and the front keeps its place.
-            let (current, mut before) = self.runnable_behind(front).unwrap_or((front, None));
+            let resume_after = resume
+                .take()
+                .filter(|&(waiting_front, _)| waiting_front == front.index())
+                .map(|(_, after)| after);
+            let (current, mut before) = self
+                .runnable_behind(front, resume_after)
+                .unwrap_or((front, None));
             // Nothing else to do: the front must go in, or park.
             let force = state.waiting.get() && before.is_none();
             // An item behind the waiting front rarely has its turn at the
@@ -179,6 +192,15 @@ impl<'a> Engine<'a> {
                     Step::Same => rule = Rule::Returned,
                     Step::Replaced(_) => {
                         came_by = Rule::Successor;
+                        break;
+                    }
+                    Step::Wait => {
+                        // Still linked behind `before` (a taken lend clears
+                        // it), so behind the same front: the next walk
+                        // starts after it.
+                        if before.is_some() {
+                            resume = Some((front.index(), current.index()));
+                        }
                         break;
                     }
                     _ => break,

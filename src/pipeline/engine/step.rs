@@ -210,15 +210,26 @@ impl<'a> Engine<'a> {
     /// sits further back in this chain (an any-order gate hands its next
     /// item in right behind the one that finished, so a chain need not be
     /// in source order), and nothing behind it, nor the front, would run.
+    ///
+    /// `resume_after`, if given, is a slot of the chain behind the front
+    /// such that every item from the front to it is passed over (the
+    /// caller's note of where the last walk for this same waiting front
+    /// stopped): the walk starts behind it. Without it, walking from the
+    /// front each time made a batch of k items cost k * k / 2 slot visits.
     pub(super) fn runnable_behind<'e>(
         &'e self,
         front: Owned<'e>,
+        resume_after: Option<u32>,
     ) -> Option<(Owned<'e>, Option<Owned<'e>>)> {
         let waits_at = front.state();
         if !waits_at.waiting.get() {
             return None;
         }
-        let mut prev = front;
+        let mut prev = match resume_after {
+            // SAFETY: the caller's slot is in our chain, so ours.
+            Some(index) => unsafe { self.claim(index) },
+            None => front,
+        };
         while let Some(slot) = self.next_of(prev) {
             let stage = slot.state().stage.get();
             if stage == 0 {
