@@ -32,6 +32,11 @@ use std::ops::Range;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Samples of each side for the lines whose runs take a few
+/// milliseconds (memory-bound or short): nine of them moved a median by up
+/// to half between two runs of the bench on these shared machines.
+const SHORT_RUNS: usize = 31;
+
 /// How long the sequential version of `f` takes (median of `runs`).
 fn sequential(runs: usize, mut f: impl FnMut()) -> Duration {
     f();
@@ -58,7 +63,7 @@ pub(super) fn bench_saxpy(ours: &Pool, theirs: &rayon::ThreadPool) {
     let (y1, y2) = (Mutex::new(vec![1.0f32; n]), Mutex::new(vec![1.0f32; n]));
     let (mine, _) = compare(
         "loop_saxpy/10000000",
-        9,
+        SHORT_RUNS,
         side(|| {
             || {
                 ours.for_chunks_mut(&mut y1.lock().unwrap(), |ys, off| {
@@ -82,7 +87,7 @@ pub(super) fn bench_saxpy(ours: &Pool, theirs: &rayon::ThreadPool) {
         }),
     );
     let mut y3 = vec![1.0f32; n];
-    let seq = sequential(9, || {
+    let seq = sequential(SHORT_RUNS, || {
         for (y, x) in y3.iter_mut().zip(&x) {
             *y += a * x;
         }
@@ -111,7 +116,7 @@ pub(super) fn bench_fine(ours: &Pool, theirs: &rayon::ThreadPool) {
     let (a, b) = (Mutex::new(vec![0u64; n]), Mutex::new(vec![0u64; n]));
     compare(
         "loop_fine/1000000",
-        9,
+        SHORT_RUNS,
         side(|| {
             || {
                 ours.for_chunks_mut(&mut a.lock().unwrap(), |out, off| {
@@ -200,7 +205,7 @@ pub(super) fn bench_reduce_sum(ours: &Pool, theirs: &rayon::ThreadPool) {
     let expect: u64 = data.iter().sum();
     let (mine, _) = compare(
         "reduce_sum/10000000",
-        9,
+        SHORT_RUNS,
         side(|| {
             || {
                 let sum = ours.reduce(
@@ -214,7 +219,7 @@ pub(super) fn bench_reduce_sum(ours: &Pool, theirs: &rayon::ThreadPool) {
         }),
         side(|| || assert_eq!(theirs.install(|| data.par_iter().sum::<u64>()), expect)),
     );
-    let seq = sequential(9, || {
+    let seq = sequential(SHORT_RUNS, || {
         assert_eq!(black_box(&data).iter().sum::<u64>(), expect)
     });
     line(
@@ -241,7 +246,7 @@ pub(super) fn bench_reduce_deterministic(ours: &Pool, theirs: &rayon::ThreadPool
     );
     compare(
         "reduce_deterministic/10000000",
-        9,
+        SHORT_RUNS,
         side(|| {
             || {
                 let sum = ours.reduce_deterministic(
