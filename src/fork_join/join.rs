@@ -75,6 +75,9 @@ where
         b,
         CountLatch::for_worker(worker.registry().wake_owner(worker.index())),
     );
+    // Taken before the job is shared: afterwards the compiler must assume
+    // the latch changed under every call and test its kind again.
+    let latch = job_b.latch.as_core().expect("a worker's latch");
     let region = worker.region();
     // SAFETY: `job_b` stays in this frame until it was taken back or its
     // latch is set (both ensured below before returning or unwinding).
@@ -85,7 +88,6 @@ where
     // running on a thief and borrow from this frame.
     let result_a = unwind::halt_unwinding(a);
 
-    let latch = job_b.latch.as_core().expect("a worker's latch");
     while !latch.probe() {
         match worker.pop_local(region) {
             Some(job) if job.is_for(NonNull::from(&job_b).cast()) => {
@@ -93,10 +95,11 @@ where
                 // (no latch to set, nobody to wake). Counted as rule 3.
                 job.discard();
                 worker.count_task(Rule::OwnDeque);
-                let b = job_b.take_func();
+                // SAFETY: popped back by its owner, so it never ran.
+                let b = unsafe { job_b.take_func() };
                 // Nothing is left in the job to drop: its closure was just
-                // taken, it wrote no result, and a worker's latch holds no
-                // resource. Forgetting it spares every inline join the
+                // moved out, it wrote no result, and a worker's latch holds
+                // no resource. Forgetting it spares every inline join the
                 // drop glue's tests (a tenth of a fork-join's instructions).
                 debug_assert!(job_b.is_spent());
                 std::mem::forget(job_b);
@@ -199,20 +202,28 @@ where
         None
     }
 
-    /// The closure, for running the job inline after taking it back from
-    /// the deque (so no thief can run it any more).
-    fn take_func(&self) -> B {
-        // SAFETY: the job was popped back by its owner: nobody else holds
-        // its JobRef, so we are the only accessor.
-        unsafe { (*self.func.get()).take().expect("join job run twice") }
+    /// Move the closure out, for running the job inline after taking it
+    /// back from the deque (so no thief can run it any more). The job's
+    /// `func` still reads as `Some` afterwards: the caller forgets the job
+    /// instead of dropping it (no store of `None`, no test, on the path
+    /// every join not stolen takes).
+    ///
+    /// # Safety
+    /// The owner popped the job back, so it never ran: its closure is
+    /// there, and nobody else can reach it. The job is then forgotten,
+    /// never dropped or run.
+    unsafe fn take_func(&self) -> B {
+        // SAFETY: per the contract, `func` holds the closure and we are its
+        // only accessor; it is read once (the job is forgotten after).
+        unsafe { std::ptr::read(self.func.get()).unwrap_unchecked() }
     }
 
-    /// Whether nothing in the job needs dropping: no closure, no result,
-    /// a worker's latch.
+    /// Whether nothing but the moved-out closure is in the job: no result,
+    /// a worker's latch (so forgetting it leaks nothing).
     fn is_spent(&self) -> bool {
         // SAFETY: only the owner calls this, after taking the job back.
-        let (func, result) = unsafe { (&*self.func.get(), &*self.result.get()) };
-        func.is_none() && result.is_none() && self.latch.as_core().is_some()
+        let result = unsafe { &*self.result.get() };
+        result.is_none() && self.latch.as_core().is_some()
     }
 
     fn into_result(self) -> Result<RB, Box<dyn Any + Send>> {
