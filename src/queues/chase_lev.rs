@@ -236,8 +236,10 @@ impl<T: Words> Worker<T> {
 
     /// The usual pop, inline in `join`'s path: at least two items, so the
     /// one taken is no thief's to race for. The last item and an empty
-    /// deque go out of line (`pop_last`, `pop_lost_race`).
-    #[inline]
+    /// deque go out of line (`pop_last`, `pop_lost_race`). Always inline:
+    /// left to the compiler, it became a call in a task node's own loop
+    /// (`pop_own_task_in_main_loop`) as soon as that loop grew shorter.
+    #[inline(always)]
     fn pop_back(&self) -> Option<T> {
         let b = self.inner.back.load(Ordering::Relaxed);
         let f = self.inner.front.load(Ordering::Relaxed);

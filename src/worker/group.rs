@@ -29,11 +29,18 @@
 //! group may be freed right after).
 
 use crate::platform::latch::CountLatch;
-use crate::platform::sync::{AtomicBool, AtomicPtr, AtomicUsize, Condvar, Mutex, Ordering, fence};
+use crate::platform::sync::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Condvar, Mutex, Ordering, fence,
+};
 use crate::queues::region::Region;
 use crate::queues::shared_queue::SharedQueueFlag;
 use crossbeam_utils::CachePadded;
 use std::any::Any;
+
+/// `Group::watch`: the group itself was cancelled.
+const CANCELLED: u32 = 1;
+/// `Group::watch`: it has a parent or an external cancel to ask as well.
+const ASK_FURTHER: u32 = 2;
 
 /// What a group's waiter blocks on.
 pub(crate) enum Completion {
@@ -53,11 +60,14 @@ pub(crate) enum OnPanic {
 }
 
 pub(crate) struct Group {
-    /// Padded away from `cancelled`: every unit holder writes the count,
-    /// every node start reads `cancelled`.
+    /// Padded away from `watch`: every unit holder writes the count,
+    /// every node start reads `watch`.
     completion: CachePadded<Completion>,
-    /// Set by the first panic (or a cancel): not-started nodes are skipped.
-    cancelled: AtomicBool,
+    /// `CANCELLED`, set by the first panic (or a cancel): not-started nodes
+    /// are skipped; and `ASK_FURTHER`, set before the group is shared if
+    /// it has a parent or an external cancel to ask too. Zero, the usual
+    /// case, answers `is_cancelled` with one load (every node start asks).
+    watch: AtomicU32,
     /// Set when a node was dropped unrun over a failed predecessor
     /// (`node_dropped`).
     dropped_nodes: AtomicBool,
@@ -84,7 +94,7 @@ impl Group {
     pub(crate) fn structured(latch: CountLatch, on_panic: OnPanic, region: Region) -> Self {
         Group {
             completion: CachePadded::new(Completion::Structured(latch)),
-            cancelled: AtomicBool::new(false),
+            watch: AtomicU32::new(0),
             dropped_nodes: AtomicBool::new(false),
             parent: AtomicPtr::new(std::ptr::null_mut()),
             external: None,
@@ -98,7 +108,7 @@ impl Group {
     pub(crate) fn new_static() -> Self {
         Group {
             completion: CachePadded::new(Completion::Static(IdleCounter::new())),
-            cancelled: AtomicBool::new(false),
+            watch: AtomicU32::new(0),
             dropped_nodes: AtomicBool::new(false),
             parent: AtomicPtr::new(std::ptr::null_mut()),
             external: None,
@@ -182,23 +192,23 @@ impl Group {
         &self.used_shared_queue
     }
 
-    /// Cancelled, itself or through a parent (`set_parent`)?
+    /// Cancelled, itself, by its external cancel, or through a parent
+    /// (`set_parent`)?
     #[inline]
     pub(crate) fn is_cancelled(&self) -> bool {
-        let mut group = self;
-        loop {
-            if group.cancelled.load(Ordering::Relaxed)
-                || group.external.as_ref().is_some_and(|fired| fired())
-            {
-                return true;
-            }
-            let parent = group.parent.load(Ordering::Relaxed);
-            if parent.is_null() {
-                return false;
-            }
-            // SAFETY: a parent outlives its children (see `parent`).
-            group = unsafe { &*parent };
+        let watch = self.watch.load(Ordering::Relaxed);
+        watch != 0 && (watch & CANCELLED != 0 || self.asks_further())
+    }
+
+    /// The external cancel and the parents of a group that has some.
+    #[cold]
+    fn asks_further(&self) -> bool {
+        if self.external.as_ref().is_some_and(|fired| fired()) {
+            return true;
         }
+        // SAFETY: a parent outlives its children (see `parent`).
+        unsafe { self.parent.load(Ordering::Relaxed).as_ref() }
+            .is_some_and(|parent| parent.is_cancelled())
     }
 
     /// Also cancelled when `fired` says so (a token fired from anywhere).
@@ -207,6 +217,7 @@ impl Group {
         fired: Box<dyn Fn() -> bool + Send + Sync>,
     ) -> Self {
         self.external = Some(fired);
+        self.watch.fetch_or(ASK_FURTHER, Ordering::Relaxed);
         self
     }
 
@@ -225,11 +236,12 @@ impl Group {
         {
             self.parent
                 .store(std::ptr::from_ref(parent).cast_mut(), Ordering::Relaxed);
+            self.watch.fetch_or(ASK_FURTHER, Ordering::Relaxed);
         }
     }
 
     pub(crate) fn cancel(&self) {
-        self.cancelled.store(true, Ordering::Relaxed);
+        self.watch.fetch_or(CANCELLED, Ordering::Relaxed);
     }
 
     /// A node of this group was dropped unrun because a node it waited

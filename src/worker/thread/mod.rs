@@ -461,7 +461,7 @@ impl WorkerThread {
     /// thread to shut down, so not probing it first changes nothing a
     /// caller waits for (a nested wait's latch would: it returns as soon
     /// as its own work is done, not after the worker's other work).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pop_own_task_in_main_loop(
         &self,
         is_ready_task: impl FnOnce(&JobRef) -> bool,
