@@ -47,6 +47,21 @@ pub(crate) trait CancelTarget: Send + Sync {
 /// [`PipelineError::Cancelled`](crate::PipelineError::Cancelled). The run
 /// clears the token when it returns, so the graph or pipeline can run
 /// again; a token fired while no run is in progress cancels the next one.
+///
+/// ```
+/// use sixfold::{Graph, GraphError};
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// let mut later_ran = false;
+/// let mut g = Graph::new();
+/// let token = g.cancel_token();
+/// let first = g.add(move || token.cancel());
+/// let later = g.add(|| later_ran = true);
+/// g.precede(first, later).unwrap();
+/// assert_eq!(pool.run_graph(&mut g), Err(GraphError::Cancelled));
+/// assert!(!g.cancel_token().is_cancelled()); // cleared: the graph can run again
+/// drop(g);
+/// assert!(!later_ran); // skipped: it had not started when the token fired
+/// ```
 #[derive(Clone)]
 pub struct CancelToken {
     target: Arc<dyn CancelTarget>,
@@ -96,11 +111,40 @@ impl fmt::Debug for CancelToken {
 
 impl CancelToken {
     /// Cancel the current run: skip what has not started yet.
+    ///
+    /// ```
+    /// use sixfold::{Pipeline, PipelineError};
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut p = Pipeline::new(|| Some(1u32)); // an endless source
+    /// let token = p.cancel_token();
+    /// let mut seen = 0;
+    /// let mut p = p.serial_in_order(|x| {
+    ///     seen += x;
+    ///     if seen == 3 {
+    ///         token.cancel(); // stops the source
+    ///     }
+    /// });
+    /// assert_eq!(pool.run_pipeline(&mut p, 2), Err(PipelineError::Cancelled));
+    /// drop(p);
+    /// assert_eq!(seen, 3); // the items in flight were dropped before the stage
+    /// ```
     pub fn cancel(&self) {
         self.target.cancel();
     }
 
     /// Whether the token has fired (and the run not yet returned).
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut g = sixfold::Graph::new();
+    /// g.add(|| {});
+    /// let token = g.cancel_token();
+    /// token.cancel(); // no run in progress: it cancels the next one
+    /// assert!(token.is_cancelled());
+    /// assert_eq!(pool.run_graph(&mut g), Err(sixfold::GraphError::Cancelled));
+    /// assert!(!token.is_cancelled()); // the run cleared it
+    /// assert_eq!(pool.run_graph(&mut g), Ok(()));
+    /// ```
     pub fn is_cancelled(&self) -> bool {
         self.target.is_cancelled()
     }

@@ -5,6 +5,17 @@
 use std::fmt;
 
 /// Why `Builder::build` failed.
+///
+/// ```
+/// use sixfold::{BuildError, Pool};
+/// let too_many = sixfold::max_num_threads() + 1;
+/// match Pool::builder().num_threads(too_many).build() {
+///     Err(BuildError::TooManyThreads { requested, max }) => {
+///         assert_eq!((requested, max), (too_many, sixfold::max_num_threads()));
+///     }
+///     other => panic!("expected TooManyThreads, got {:?}", other.err()),
+/// }
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum BuildError {
@@ -58,6 +69,14 @@ impl std::error::Error for BuildError {
 }
 
 /// A worker index that does not name a worker of the pool.
+///
+/// ```
+/// use sixfold::AffinityError;
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// let err = pool.spawn_with_affinity(2, || {}).unwrap_err(); // workers are 0 and 1
+/// assert!(matches!(err, AffinityError::OutOfRange { index: 2, num_workers: 2 }));
+/// assert!(pool.spawn_with_affinity(1, || {}).is_ok());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AffinityError {
@@ -95,6 +114,22 @@ impl fmt::Display for AffinityError {
 impl std::error::Error for AffinityError {}
 
 /// A refused edge between task nodes.
+///
+/// ```
+/// use sixfold::{TaskError, TaskRef};
+/// use std::sync::{Arc, Mutex};
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// let log = Arc::new(Mutex::new(Vec::new()));
+/// let step = |name: &'static str| {
+///     let log = log.clone();
+///     TaskRef::from_fn(move |_| log.lock().unwrap().push(name))
+/// };
+/// let (mut a, mut b) = (step("a"), step("b"));
+/// a.precede(&b).unwrap();
+/// assert!(matches!(b.precede(&a), Err(TaskError::Cycle))); // refused, nothing changes
+/// pool.run([a, b]);
+/// assert_eq!(*log.lock().unwrap(), ["a", "b"]);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TaskError {
@@ -118,6 +153,21 @@ impl std::error::Error for TaskError {}
 
 /// What [`Pool::run_pipeline`](crate::Pool::run_pipeline) refuses before
 /// anything runs, or how a run ended early.
+///
+/// ```
+/// use sixfold::{Pipeline, PipelineError};
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// let mut n = 0;
+/// let mut p = Pipeline::new(|| { n += 1; (n <= 3).then_some(n) }).parallel(|x: u32| x * 2);
+/// assert!(matches!(pool.run_pipeline(&mut p, 0), Err(PipelineError::ZeroTokens)));
+/// let mut p = p.serial_in_order(|x| x).pin(2); // workers are 0 and 1
+/// match pool.run_pipeline(&mut p, 2) {
+///     Err(PipelineError::AffinityOutOfRange { worker, num_workers, .. }) => {
+///         assert_eq!((worker, num_workers), (2, 2));
+///     }
+///     other => panic!("expected AffinityOutOfRange, got {other:?}"),
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PipelineError {

@@ -89,6 +89,17 @@ where
 }
 
 /// What [`yield_now`] and [`yield_local`] did.
+///
+/// ```
+/// use sixfold::Yield;
+/// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+/// let (first, second) = pool.install(|| {
+///     sixfold::spawn(|| ()); // onto this worker's own deque
+///     (sixfold::yield_local(), sixfold::yield_local())
+/// });
+/// assert_eq!(first, Some(Yield::Executed)); // ran the spawned task
+/// assert_eq!(second, Some(Yield::Idle)); // nothing left to run
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Yield {
     /// A pending task ran (and whatever it spawned and waited for).

@@ -46,6 +46,25 @@ fn take_unit(here: Option<&WorkerThread>, group: &Group) {
 }
 
 /// A scope for spawning borrowing tasks; see [`scope`].
+///
+/// Each spawned task gets the scope back, so a task can spawn more:
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// fn sum_into<'s>(s: &sixfold::Scope<'s>, data: &'s [u64], total: &'s AtomicU64) {
+///     if data.len() <= 4 {
+///         total.fetch_add(data.iter().sum(), Ordering::Relaxed);
+///     } else {
+///         let (left, right) = data.split_at(data.len() / 2);
+///         s.spawn(move |s| sum_into(s, left, total));
+///         s.spawn(move |s| sum_into(s, right, total));
+///     }
+/// }
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// let (data, total): (Vec<u64>, _) = ((1..=100).collect(), AtomicU64::new(0));
+/// pool.scope(|s| sum_into(s, &data, &total));
+/// assert_eq!(total.into_inner(), 5050);
+/// ```
 pub struct Scope<'scope> {
     group: Group,
     registry: Arc<Registry>,
@@ -379,6 +398,20 @@ impl<'scope> Scope<'scope> {
 
     /// Spawn `body` into the scope. It may borrow anything that outlives
     /// the scope, and it gets the scope to spawn more.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut squares = vec![0usize; 4];
+    /// pool.scope(|s| {
+    ///     for (i, slot) in squares.iter_mut().enumerate() {
+    ///         s.spawn(move |s| {
+    ///             // A task may spawn more; the scope waits for those too.
+    ///             s.spawn(move |_| *slot = i * i);
+    ///         });
+    ///     }
+    /// });
+    /// assert_eq!(squares, [0, 1, 4, 9]);
+    /// ```
     pub fn spawn<BODY>(&self, body: BODY)
     where
         BODY: FnOnce(&Scope<'scope>) + Send + 'scope,
@@ -399,6 +432,19 @@ impl<'scope> Scope<'scope> {
 
 /// A scope whose tasks start in creation order on each worker; see
 /// [`scope_fifo`].
+///
+/// ```
+/// use std::sync::Mutex;
+/// fn push_all<'s>(s: &sixfold::ScopeFifo<'s>, log: &'s Mutex<Vec<u32>>) {
+///     for i in 0..4 {
+///         s.spawn_fifo(move |_| log.lock().unwrap().push(i));
+///     }
+/// }
+/// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+/// let log = Mutex::new(Vec::new());
+/// pool.scope_fifo(|s| push_all(s, &log));
+/// assert_eq!(log.into_inner().unwrap(), [0, 1, 2, 3]); // one worker: oldest first
+/// ```
 pub struct ScopeFifo<'scope> {
     base: Scope<'scope>,
     /// One FIFO per worker slot: the real jobs spawned on that worker.
@@ -489,6 +535,21 @@ impl<'scope> ScopeFifo<'scope> {
     }
 
     /// Spawn `body` into the scope, behind this worker's earlier spawns.
+    ///
+    /// ```
+    /// use std::sync::Mutex;
+    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+    /// let log = Mutex::new(Vec::new());
+    /// let log = &log;
+    /// pool.scope_fifo(|s| {
+    ///     s.spawn_fifo(move |s| {
+    ///         log.lock().unwrap().push("first");
+    ///         s.spawn_fifo(move |_| log.lock().unwrap().push("spawned by first"));
+    ///     });
+    ///     s.spawn_fifo(move |_| log.lock().unwrap().push("second"));
+    /// });
+    /// assert_eq!(*log.lock().unwrap(), ["first", "second", "spawned by first"]);
+    /// ```
     pub fn spawn_fifo<BODY>(&self, body: BODY)
     where
         BODY: FnOnce(&ScopeFifo<'scope>) + Send + 'scope,

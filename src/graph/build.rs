@@ -115,6 +115,16 @@ impl fmt::Debug for Graph<'_> {
 
 impl<'a> Graph<'a> {
     /// An empty graph.
+    ///
+    /// ```
+    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut g = sixfold::Graph::new();
+    /// assert!(g.is_empty());
+    /// assert_eq!(g.num_edges(), 0);
+    /// assert_eq!(pool.run_graph(&mut g), Ok(())); // nothing to run
+    /// g.add(|| {});
+    /// assert_eq!(g.len(), 1);
+    /// ```
     pub fn new() -> Self {
         Graph {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
@@ -140,6 +150,22 @@ impl<'a> Graph<'a> {
     /// An empty graph with room for `nodes` nodes and `edges` edges before
     /// it allocates again (as `Vec::with_capacity`: building a graph of a
     /// known size then copies nothing as it grows).
+    ///
+    /// ```
+    /// use std::sync::Mutex;
+    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let order = Mutex::new(Vec::new());
+    /// let mut g = sixfold::Graph::with_capacity(100, 99);
+    /// let nodes: Vec<_> = (0..100)
+    ///     .map(|i| { let order = &order; g.add(move || order.lock().unwrap().push(i)) })
+    ///     .collect();
+    /// for pair in nodes.windows(2) {
+    ///     g.precede(pair[0], pair[1]).unwrap();
+    /// }
+    /// assert_eq!((g.len(), g.num_edges()), (100, 99));
+    /// pool.run_graph(&mut g).unwrap();
+    /// assert!(order.lock().unwrap().iter().copied().eq(0..100));
+    /// ```
     pub fn with_capacity(nodes: usize, edges: usize) -> Self {
         let mut g = Self::new();
         match spare::take(nodes) {
@@ -156,6 +182,16 @@ impl<'a> Graph<'a> {
     }
 
     /// Add a node that runs `f` once per run of the graph.
+    ///
+    /// ```
+    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut runs = 0;
+    /// let mut g = sixfold::Graph::new();
+    /// g.add(|| runs += 1);
+    /// pool.run_graph_n(&mut g, 3).unwrap();
+    /// drop(g); // ends the node's borrow of `runs`
+    /// assert_eq!(runs, 3);
+    /// ```
     pub fn add<F>(&mut self, mut f: F) -> NodeId
     where
         F: FnMut() + Send + 'a,
@@ -164,6 +200,14 @@ impl<'a> Graph<'a> {
     }
 
     /// Add a node with a name, shown in error messages and `to_dot`.
+    ///
+    /// ```
+    /// let mut g = sixfold::Graph::new();
+    /// let fetch = g.add_named("fetch", || {});
+    /// let err = g.precede(fetch, fetch).unwrap_err();
+    /// assert_eq!(err.to_string(), "an edge from node fetch to itself would never let it run");
+    /// assert!(g.to_dot().contains(r#"n0 [label="fetch"]"#));
+    /// ```
     pub fn add_named<F>(&mut self, name: impl Into<String>, f: F) -> NodeId
     where
         F: FnMut() + Send + 'a,
@@ -244,6 +288,18 @@ impl<'a> Graph<'a> {
     }
 
     /// Name a node (shown in error messages and `to_dot`).
+    ///
+    /// ```
+    /// let mut g = sixfold::Graph::new();
+    /// let (a, b) = (g.add(|| {}), g.add(|| {}));
+    /// g.precede(a, b).unwrap();
+    /// let err = g.precede(b, a).unwrap_err();
+    /// assert_eq!(err.to_string(), "this edge would close the cycle #0 -> #1 -> #0");
+    /// g.set_name(a, "fetch").unwrap();
+    /// g.set_name(b, "parse").unwrap();
+    /// let err = g.precede(b, a).unwrap_err();
+    /// assert_eq!(err.to_string(), "this edge would close the cycle fetch -> parse -> fetch");
+    /// ```
     pub fn set_name(&mut self, node: NodeId, name: impl Into<String>) -> Result<(), GraphError> {
         let i = self.check(node)?;
         self.names.insert(i as u32, name.into());
@@ -255,6 +311,23 @@ impl<'a> Graph<'a> {
     /// it at once: [`Dispatch::Spawn`] (the default) or
     /// [`Dispatch::Enqueue`] (the shared queue: fair, for work that must
     /// not wait behind a long local backlog).
+    ///
+    /// ```
+    /// use sixfold::{Dispatch, Rule};
+    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut g = sixfold::Graph::new();
+    /// let (a, b) = (g.add(|| {}), g.add(|| {}));
+    /// g.precede(a, b).unwrap();
+    /// let before = pool.stats();
+    /// pool.run_graph(&mut g).unwrap();
+    /// // Spawn: `b` runs right after `a`, on a's worker (rule 2).
+    /// assert_eq!(pool.stats().since(&before).by_rule(Rule::Successor), 1);
+    /// g.set_dispatch(b, Dispatch::Enqueue).unwrap();
+    /// let before = pool.stats();
+    /// pool.run_graph(&mut g).unwrap();
+    /// // Enqueue: `b` goes through the shared queue, never by rule 2.
+    /// assert_eq!(pool.stats().since(&before).by_rule(Rule::Successor), 0);
+    /// ```
     pub fn set_dispatch(&mut self, node: NodeId, dispatch: Dispatch) -> Result<(), GraphError> {
         let i = self.check(node)?;
         self.nodes[i].dispatch = dispatch;
@@ -268,6 +341,23 @@ impl<'a> Graph<'a> {
     /// only if the worker stays stuck on other work (see `Pool::
     /// spawn_with_affinity`). An index the pool does not have is reported
     /// by `run_graph` as [`GraphError::AffinityOutOfRange`].
+    ///
+    /// ```
+    /// use sixfold::GraphError;
+    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut runs = 0;
+    /// let mut g = sixfold::Graph::new();
+    /// let upload = g.add_named("upload", || runs += 1);
+    /// g.set_affinity(upload, Some(1)).unwrap(); // worker 1 if it is free
+    /// pool.run_graph(&mut g).unwrap();
+    /// g.set_affinity(upload, Some(2)).unwrap(); // the pool has workers 0 and 1
+    /// let err = pool.run_graph(&mut g).unwrap_err();
+    /// assert!(matches!(err, GraphError::AffinityOutOfRange { worker: 2, num_workers: 2, .. }));
+    /// g.set_affinity(upload, None).unwrap();
+    /// pool.run_graph(&mut g).unwrap();
+    /// drop(g);
+    /// assert_eq!(runs, 2); // the refused run ran nothing
+    /// ```
     pub fn set_affinity(&mut self, node: NodeId, worker: Option<usize>) -> Result<(), GraphError> {
         let i = self.check(node)?;
         self.nodes[i].affinity = match worker {
@@ -333,6 +423,25 @@ impl<'a> Graph<'a> {
     /// a node left in that core's cache is still there. The preference
     /// works like [`set_affinity`](Self::set_affinity): a busy worker's
     /// nodes are taken by others.
+    ///
+    /// Replay pays when a node's data outweighs a hand-over through a
+    /// mailbox: on a 1024 x 1024 wavefront whose nodes each touch one
+    /// 64-byte cell, runs took 1.4 to 2 times as long with replay as without
+    /// (`graph_wavefront_replay` in BENCHMARKS.md).
+    ///
+    /// ```
+    /// use std::sync::Mutex;
+    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let workers = Mutex::new(Vec::new());
+    /// let mut g = sixfold::Graph::new();
+    /// g.set_affinity_replay(true);
+    /// let first = g.add(|| {});
+    /// let pinned = g.add(|| workers.lock().unwrap().push(sixfold::current_worker()));
+    /// g.precede(first, pinned).unwrap();
+    /// g.set_strict_affinity(pinned, 1).unwrap(); // its own affinity wins over replay
+    /// pool.run_graph_n(&mut g, 5).unwrap();
+    /// assert_eq!(*workers.lock().unwrap(), [Some(1); 5]);
+    /// ```
     pub fn set_affinity_replay(&mut self, replay: bool) {
         self.shared.set_replay(replay);
     }
@@ -341,6 +450,26 @@ impl<'a> Graph<'a> {
     /// other predecessors) completed. A duplicate edge is ignored. Refused:
     /// an edge that would close a cycle ([`GraphError::Cycle`], naming the
     /// nodes on it), an edge from a node to itself, a node of another graph.
+    ///
+    /// ```
+    /// use sixfold::GraphError;
+    /// # use std::sync::Mutex;
+    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let log = Mutex::new(Vec::new());
+    /// let mut g = sixfold::Graph::new();
+    /// let [a, b, c] = ["a", "b", "c"].map(|name| {
+    ///     let log = &log;
+    ///     g.add_named(name, move || log.lock().unwrap().push(name))
+    /// });
+    /// g.precede(b, c).unwrap();
+    /// g.precede(a, b).unwrap();
+    /// g.precede(a, b).unwrap(); // a duplicate: ignored
+    /// assert_eq!(g.num_edges(), 2);
+    /// let err = g.precede(c, a).unwrap_err(); // c -> a would close a cycle
+    /// assert!(matches!(&err, GraphError::Cycle { names, .. } if names == "a -> b -> c -> a"));
+    /// pool.run_graph(&mut g).unwrap();
+    /// assert_eq!(*log.lock().unwrap(), ["a", "b", "c"]);
+    /// ```
     // Always inline: the build's hot loop calls this once an edge, and in
     // the caller's loop it sheds the call, the spills and the reloads of
     // the graph's arrays (10^6 chain: 16.6 -> 10.8 ns an edge). Its cold
@@ -445,26 +574,79 @@ impl<'a> Graph<'a> {
     }
 
     /// Make `node` wait for `predecessor`: `precede(predecessor, node)`.
+    ///
+    /// ```
+    /// use std::sync::Mutex;
+    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let log = Mutex::new(Vec::new());
+    /// let mut g = sixfold::Graph::new();
+    /// let report = g.add(|| log.lock().unwrap().push("report"));
+    /// let load = g.add(|| log.lock().unwrap().push("load"));
+    /// g.succeed(report, load).unwrap(); // report waits for load
+    /// pool.run_graph(&mut g).unwrap();
+    /// assert_eq!(*log.lock().unwrap(), ["load", "report"]);
+    /// ```
     pub fn succeed(&mut self, node: NodeId, predecessor: NodeId) -> Result<(), GraphError> {
         self.precede(predecessor, node)
     }
 
     /// Number of nodes.
+    ///
+    /// ```
+    /// let mut g = sixfold::Graph::new();
+    /// let (a, b) = (g.add(|| {}), g.add(|| {}));
+    /// g.precede(a, b).unwrap();
+    /// assert_eq!(g.len(), 2); // edges do not count
+    /// ```
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
 
     /// Whether the graph has no nodes (it then runs and returns at once).
+    ///
+    /// ```
+    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut g = sixfold::Graph::new();
+    /// assert!(g.is_empty());
+    /// assert_eq!(pool.run_graph(&mut g), Ok(()));
+    /// g.add(|| {});
+    /// assert!(!g.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
     }
 
     /// Number of (distinct) edges.
+    ///
+    /// ```
+    /// let mut g = sixfold::Graph::new();
+    /// let [top, left, right, bottom] = [(); 4].map(|_| g.add(|| {}));
+    /// for (from, to) in [(top, left), (top, right), (left, bottom), (right, bottom), (top, left)] {
+    ///     g.precede(from, to).unwrap();
+    /// }
+    /// assert_eq!(g.num_edges(), 4); // the repeated top -> left counts once
+    /// ```
     pub fn num_edges(&self) -> usize {
         self.edges.len()
     }
 
     /// A token that cancels this graph's runs (see [`CancelToken`]).
+    ///
+    /// ```
+    /// use sixfold::GraphError;
+    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut later_runs = 0;
+    /// let mut g = sixfold::Graph::new();
+    /// let token = g.cancel_token();
+    /// let mut first_run = true;
+    /// let check = g.add(move || if std::mem::take(&mut first_run) { token.cancel() });
+    /// let later = g.add(|| later_runs += 1);
+    /// g.precede(check, later).unwrap();
+    /// assert_eq!(pool.run_graph(&mut g), Err(GraphError::Cancelled)); // `later` skipped
+    /// assert_eq!(pool.run_graph(&mut g), Ok(())); // the token was cleared
+    /// drop(g);
+    /// assert_eq!(later_runs, 1);
+    /// ```
     pub fn cancel_token(&self) -> CancelToken {
         CancelToken::new(self.shared.clone())
     }

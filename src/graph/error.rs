@@ -5,6 +5,23 @@ use std::fmt;
 
 /// What [`Graph`](crate::Graph) building and [`Pool::run_graph`](crate::Pool::run_graph)
 /// refuse, or how a run ended early.
+///
+/// ```
+/// use sixfold::{Graph, GraphError};
+/// let mut g = Graph::new();
+/// let a = g.add_named("a", || {});
+/// let b = g.add_named("b", || {});
+/// g.precede(a, b).unwrap();
+/// match g.precede(b, a) {
+///     Err(GraphError::Cycle { cycle, names }) => {
+///         assert_eq!(cycle, [a, b]);
+///         assert_eq!(names, "a -> b -> a");
+///     }
+///     other => panic!("expected a cycle, got {other:?}"),
+/// }
+/// assert!(matches!(g.precede(a, a), Err(GraphError::SelfEdge { .. })));
+/// assert_eq!(g.num_edges(), 1); // neither refused edge was added
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum GraphError {

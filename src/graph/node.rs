@@ -282,6 +282,25 @@ impl CancelTarget for RunShared {
 
 /// What a node's body (or a child it spawned) gets: spawn more work that
 /// the node waits for.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+/// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// let done = &AtomicUsize::new(0);
+/// let mut seen = 0;
+/// let mut g = sixfold::Graph::new();
+/// let tree = g.add_subflow(move |sf| {
+///     for _ in 0..3 {
+///         // Each child spawns a child of its own.
+///         sf.spawn(move |sf| sf.spawn(move |_| { done.fetch_add(1, Relaxed); }));
+///     }
+/// });
+/// let next = g.add(|| seen = done.load(Relaxed));
+/// g.precede(tree, next).unwrap();
+/// pool.run_graph(&mut g).unwrap();
+/// drop(g);
+/// assert_eq!(seen, 3); // `next` ran after all the grandchildren
+/// ```
 pub struct Subflow<'s, 'a> {
     pub(super) node: &'s Node<'a>,
     pub(super) worker: &'s WorkerThread,
@@ -292,6 +311,17 @@ pub struct Subflow<'s, 'a> {
 }
 
 /// Where to find a node: its graph and its index in it.
+///
+/// ```
+/// use sixfold::{Graph, GraphError};
+/// let (mut g, mut other) = (Graph::new(), Graph::new());
+/// let a = g.add(|| {});
+/// let stranger = other.add(|| {});
+/// assert_eq!(a.index(), stranger.index()); // both first in their graph,
+/// assert_ne!(a, stranger); // yet different nodes
+/// let err = g.precede(a, stranger).unwrap_err();
+/// assert_eq!(err, GraphError::ForeignNode { node: stranger });
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId {
     pub(super) graph: u64,
@@ -300,11 +330,29 @@ pub struct NodeId {
 
 impl NodeId {
     /// The node's position in its graph: 0 for the first `add`, and so on.
+    ///
+    /// ```
+    /// let mut g = sixfold::Graph::new();
+    /// let ids: Vec<_> = (0..3).map(|_| g.add(|| {})).collect();
+    /// let named = g.add_named("last", || {});
+    /// assert_eq!(ids.iter().map(|id| id.index()).collect::<Vec<_>>(), [0, 1, 2]);
+    /// assert_eq!(named.index(), 3);
+    /// ```
     pub fn index(self) -> usize {
         self.index as usize
     }
 
     /// The number of the graph that made it (every graph gets its own).
+    ///
+    /// ```
+    /// let (mut g, mut h) = (sixfold::Graph::new(), sixfold::Graph::new());
+    /// let (a, b, c) = (g.add(|| {}), g.add(|| {}), h.add(|| {}));
+    /// assert_eq!(a.graph_id(), b.graph_id());
+    /// assert_ne!(a.graph_id(), c.graph_id());
+    /// let err = g.set_name(c, "x").unwrap_err();
+    /// let expected = format!("node 0 belongs to another graph (graph #{})", c.graph_id());
+    /// assert_eq!(err.to_string(), expected);
+    /// ```
     pub fn graph_id(self) -> u64 {
         self.graph
     }

@@ -45,6 +45,25 @@ impl<'a> Subflow<'_, 'a> {
     /// workers may steal it). The node's successors start only after every
     /// child, and every child's children, finished. A panic in a child
     /// cancels the rest of the run and is resumed by `run_graph`.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let data: &[u64] = &(1..=1000).collect::<Vec<_>>();
+    /// let total = &AtomicU64::new(0);
+    /// let mut reported = 0;
+    /// let mut g = sixfold::Graph::new();
+    /// let sum = g.add_subflow(move |sf| {
+    ///     for chunk in data.chunks(100) {
+    ///         sf.spawn(move |_| { total.fetch_add(chunk.iter().sum(), Relaxed); });
+    ///     }
+    /// });
+    /// let report = g.add(|| reported = total.load(Relaxed));
+    /// g.precede(sum, report).unwrap();
+    /// pool.run_graph(&mut g).unwrap();
+    /// drop(g);
+    /// assert_eq!(reported, 500_500); // every child finished before `report`
+    /// ```
     pub fn spawn<F>(&mut self, f: F)
     where
         F: FnOnce(&mut Subflow<'_, 'a>) + Send + 'a,
@@ -76,6 +95,17 @@ impl<'a> Subflow<'_, 'a> {
     }
 
     /// The index of the worker running this body.
+    ///
+    /// ```
+    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut seen = None;
+    /// let mut g = sixfold::Graph::new();
+    /// let node = g.add_subflow(|sf| seen = Some((sf.worker_index(), sixfold::current_worker())));
+    /// g.set_strict_affinity(node, 1).unwrap(); // on worker 1 and nowhere else
+    /// pool.run_graph(&mut g).unwrap();
+    /// drop(g);
+    /// assert_eq!(seen, Some((1, Some(1))));
+    /// ```
     pub fn worker_index(&self) -> usize {
         self.worker.index()
     }

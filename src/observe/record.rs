@@ -30,6 +30,19 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 /// One task a worker ran.
+///
+/// ```
+/// use sixfold::Rule;
+/// let pool = sixfold::Pool::builder().num_threads(2).trace(true).build().unwrap();
+/// pool.spawn_named("load", || {}); // from outside the pool: the shared queue
+/// pool.wait_idle();
+/// let trace = pool.take_trace();
+/// assert_eq!(trace.tasks.len(), 1);
+/// let event = &trace.tasks[0];
+/// assert_eq!(event.name.as_deref(), Some("load"));
+/// assert_eq!(event.rule, Rule::SharedQueue);
+/// assert!(event.worker < 2 && event.start_ns <= event.end_ns);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskEvent {
     /// The worker that ran it.

@@ -10,6 +10,16 @@ use crate::platform::sync::{AtomicU64, Ordering};
 use std::fmt;
 
 /// The six places a worker takes its next task from, in priority order.
+///
+/// ```
+/// use sixfold::Rule;
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// pool.enqueue(|| {});
+/// pool.wait_idle();
+/// // An enqueued task comes from the shared queue: rule 5.
+/// assert_eq!(pool.stats().by_rule(Rule::SharedQueue), 1);
+/// assert_eq!(Rule::SharedQueue.number(), 5);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(usize)]
 pub enum Rule {
@@ -30,6 +40,16 @@ pub enum Rule {
 
 impl Rule {
     /// All rules, in priority order.
+    ///
+    /// ```
+    /// use sixfold::Rule;
+    /// assert_eq!(Rule::ALL.len(), 6);
+    /// for (i, rule) in Rule::ALL.into_iter().enumerate() {
+    ///     assert_eq!(rule as usize, i); // the index into `tasks_by_rule`
+    ///     assert_eq!(rule.number(), i + 1);
+    /// }
+    /// assert_eq!((Rule::ALL[0], Rule::ALL[5]), (Rule::Returned, Rule::Steal));
+    /// ```
     pub const ALL: [Rule; 6] = [
         Rule::Returned,
         Rule::Successor,
@@ -40,11 +60,27 @@ impl Rule {
     ];
 
     /// The rule's number, 1 to 6.
+    ///
+    /// ```
+    /// use sixfold::Rule;
+    /// assert_eq!(Rule::Returned.number(), 1);
+    /// assert_eq!(Rule::OwnDeque.number(), 3);
+    /// assert_eq!(Rule::Steal.number(), 6);
+    /// ```
     pub fn number(self) -> usize {
         self as usize + 1
     }
 
     /// A short name for tables.
+    ///
+    /// ```
+    /// use sixfold::Rule;
+    /// assert_eq!(Rule::OwnDeque.short_name(), "own-deque");
+    /// assert_eq!(Rule::SharedQueue.short_name(), "shared");
+    /// // `Stats` heads its columns with number and name.
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// assert!(pool.stats().to_string().contains("5:shared"));
+    /// ```
     pub fn short_name(self) -> &'static str {
         match self {
             Rule::Returned => "returned",
@@ -132,6 +168,18 @@ impl WorkerCounters {
 
 /// What one worker did since the pool started. New counters may be added:
 /// build one with `WorkerStats::default()`, not a struct literal.
+///
+/// ```
+/// use sixfold::Rule;
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// pool.spawn_on(1, || {}).unwrap(); // worker 1 only, through its mailbox
+/// pool.wait_idle();
+/// let stats = pool.stats();
+/// assert_eq!(stats.workers.len(), 2);
+/// let w1 = &stats.workers[1];
+/// assert_eq!(w1.tasks_by_rule[Rule::Mailbox as usize], 1);
+/// assert_eq!(stats.workers[0].total(), 0);
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WorkerStats {
@@ -163,17 +211,48 @@ pub struct WorkerStats {
 
 impl WorkerStats {
     /// Tasks this worker took by `rule`.
+    ///
+    /// ```
+    /// use sixfold::{Rule, WorkerStats};
+    /// let mut w = WorkerStats::default();
+    /// w.tasks_by_rule[Rule::Steal as usize] = 3;
+    /// assert_eq!(w.by_rule(Rule::Steal), 3);
+    /// assert_eq!(w.by_rule(Rule::OwnDeque), 0);
+    /// ```
     pub fn by_rule(&self, rule: Rule) -> u64 {
         self.tasks_by_rule[rule as usize]
     }
 
     /// All tasks this worker ran.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// for worker in [0, 1, 1] {
+    ///     pool.spawn_on(worker, || {}).unwrap();
+    /// }
+    /// pool.wait_idle();
+    /// let totals: Vec<u64> = pool.stats().workers.iter().map(|w| w.total()).collect();
+    /// assert_eq!(totals, [1, 2]);
+    /// ```
     pub fn total(&self) -> u64 {
         self.tasks_by_rule.iter().sum()
     }
 }
 
 /// A snapshot of a pool's counters (`Pool::stats`).
+///
+/// ```
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// for _ in 0..10 {
+///     pool.enqueue(|| {});
+/// }
+/// pool.wait_idle();
+/// let stats = pool.stats();
+/// assert_eq!(stats.workers.len(), 2);
+/// assert_eq!(stats.total(), 10);
+/// assert_eq!(stats.unhandled_panics, 0);
+/// println!("{stats}"); // a table: one row per worker, one column per rule
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// One entry per worker slot, by worker index.
@@ -184,16 +263,50 @@ pub struct Stats {
 
 impl Stats {
     /// Tasks taken by `rule`, summed over workers.
+    ///
+    /// ```
+    /// use sixfold::Rule;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// // `install`'s job comes through the shared queue; the spawns inside
+    /// // it go to its worker's deque, and run from there or are stolen.
+    /// pool.install(|| (0..3).for_each(|_| pool.spawn(|| {})));
+    /// pool.wait_idle();
+    /// let stats = pool.stats();
+    /// assert_eq!(stats.by_rule(Rule::SharedQueue), 1);
+    /// assert_eq!(stats.by_rule(Rule::OwnDeque) + stats.by_rule(Rule::Steal), 3);
+    /// ```
     pub fn by_rule(&self, rule: Rule) -> u64 {
         self.workers.iter().map(|w| w.by_rule(rule)).sum()
     }
 
     /// All tasks run.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// assert_eq!(pool.stats().total(), 0);
+    /// pool.spawn(|| {});
+    /// pool.enqueue(|| {});
+    /// pool.wait_idle();
+    /// assert_eq!(pool.stats().total(), 2);
+    /// ```
     pub fn total(&self) -> u64 {
         self.workers.iter().map(WorkerStats::total).sum()
     }
 
     /// The counters accumulated since `earlier` (per worker).
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// pool.enqueue(|| {});
+    /// pool.wait_idle();
+    /// let before = pool.stats();
+    /// for _ in 0..3 {
+    ///     pool.enqueue(|| {});
+    /// }
+    /// pool.wait_idle();
+    /// assert_eq!(pool.stats().total(), 4);
+    /// assert_eq!(pool.stats().since(&before).total(), 3);
+    /// ```
     pub fn since(&self, earlier: &Stats) -> Stats {
         Stats {
             workers: self

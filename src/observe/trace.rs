@@ -39,6 +39,20 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// One time a worker blocked in the sleep protocol.
+///
+/// ```
+/// let pool = sixfold::Pool::builder().num_threads(2).trace(true).build().unwrap();
+/// // With nothing to do, both workers go to sleep ...
+/// while pool.sleeping_workers() < 2 {
+///     std::thread::yield_now();
+/// }
+/// pool.broadcast(|_| ()); // ... and each wakes to run its part.
+/// let trace = pool.take_trace();
+/// for worker in 0..2 {
+///     let sleep = trace.sleeps.iter().find(|s| s.worker == worker).expect("slept");
+///     assert!(sleep.start_ns <= sleep.end_ns);
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SleepEvent {
     /// The worker that slept.
@@ -50,6 +64,20 @@ pub struct SleepEvent {
 }
 
 /// What `Pool::take_trace` returns: the records since the last take.
+///
+/// ```
+/// let pool = sixfold::Pool::builder().num_threads(2).trace(true).build().unwrap();
+/// for _ in 0..3 {
+///     pool.enqueue(|| {});
+/// }
+/// pool.wait_idle();
+/// let trace = pool.take_trace();
+/// assert_eq!(trace.workers, 2);
+/// assert_eq!(trace.tasks.len(), 3); // one record per task
+/// assert!(trace.tasks.iter().all(|t| t.worker < 2 && t.start_ns <= t.end_ns));
+/// // The take emptied the buffers.
+/// assert!(pool.take_trace().tasks.is_empty());
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct Trace {
     /// Worker slots of the pool (track count).
@@ -273,6 +301,18 @@ impl Trace {
     }
 
     /// Tasks per rule, over all workers (index: `Rule as usize`).
+    ///
+    /// ```
+    /// use sixfold::Rule;
+    /// let pool = sixfold::Pool::builder().num_threads(2).trace(true).build().unwrap();
+    /// for _ in 0..4 {
+    ///     pool.enqueue(|| {});
+    /// }
+    /// pool.wait_idle();
+    /// let by_rule = pool.take_trace().tasks_by_rule();
+    /// assert_eq!(by_rule[Rule::SharedQueue as usize], 4);
+    /// assert_eq!(by_rule.iter().sum::<u64>(), 4);
+    /// ```
     pub fn tasks_by_rule(&self) -> [u64; 6] {
         let mut by = [0; 6];
         for t in &self.tasks {
@@ -284,6 +324,17 @@ impl Trace {
     /// A plain-text table: per worker, busy time (in tasks, outermost
     /// only: nested tasks are inside their parents), sleep time, the rest
     /// of the traced span as idle, tasks by rule and steals (rule 6).
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).trace(true).build().unwrap();
+    /// pool.install(|| sixfold::join(|| 1, || 2));
+    /// let trace = pool.take_trace();
+    /// let summary = trace.summary();
+    /// // A header, then one row per worker.
+    /// assert_eq!(summary.lines().count(), 1 + 2);
+    /// assert!(summary.starts_with("worker") && summary.contains("6:steal"));
+    /// assert_eq!(trace.to_string(), summary); // what `Display` prints
+    /// ```
     pub fn summary(&self) -> String {
         let span_start = self
             .tasks

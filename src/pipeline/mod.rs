@@ -69,6 +69,17 @@ pub struct Pipeline<'a, T> {
 impl<'a, T: Send + 'a> Pipeline<'a, T> {
     /// A pipeline whose items come from `source`, called (serially, in
     /// order) until it returns `None`.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut words = "one two three".split(' ');
+    /// let mut seen = Vec::new();
+    /// let mut p = sixfold::Pipeline::new(|| words.next())
+    ///     .serial_in_order(|word: &str| seen.push(word));
+    /// pool.run_pipeline(&mut p, 2).unwrap();
+    /// drop(p);
+    /// assert_eq!(seen, ["one", "two", "three"]);
+    /// ```
     pub fn new<S>(source: S) -> Self
     where
         S: FnMut() -> Option<T> + Send + 'a,
@@ -89,6 +100,18 @@ impl<'a, T: Send + 'a> Pipeline<'a, T> {
     }
 
     /// A serial stage that sees the items one at a time, in source order.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut next = 0;
+    /// let mut seen = Vec::new();
+    /// let mut p = sixfold::Pipeline::new(|| { next += 1; (next <= 100).then_some(next) })
+    ///     .parallel(|x: u32| x * 2)            // items may leave this stage in any order
+    ///     .serial_in_order(|x| seen.push(x));  // and still arrive here in source order
+    /// pool.run_pipeline(&mut p, 8).unwrap();
+    /// drop(p);
+    /// assert_eq!(seen, (1..=100).map(|x| x * 2).collect::<Vec<_>>());
+    /// ```
     pub fn serial_in_order<U, F>(self, f: F) -> Pipeline<'a, U>
     where
         U: Send + 'a,
@@ -100,6 +123,19 @@ impl<'a, T: Send + 'a> Pipeline<'a, T> {
 
     /// A serial stage that sees the items one at a time, in any order
     /// (whichever arrives first).
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut next = 0;
+    /// let mut seen = Vec::new();
+    /// let mut p = sixfold::Pipeline::new(|| { next += 1; (next <= 100).then_some(next) })
+    ///     .parallel(|x: u32| x * 2)
+    ///     .serial_out_of_order(|x| seen.push(x)); // `FnMut`: one item at a time, no lock
+    /// pool.run_pipeline(&mut p, 8).unwrap();
+    /// drop(p);
+    /// seen.sort_unstable();                       // every item once, in some order
+    /// assert_eq!(seen, (1..=100).map(|x| x * 2).collect::<Vec<_>>());
+    /// ```
     pub fn serial_out_of_order<U, F>(self, f: F) -> Pipeline<'a, U>
     where
         U: Send + 'a,
@@ -110,6 +146,19 @@ impl<'a, T: Send + 'a> Pipeline<'a, T> {
     }
 
     /// A parallel stage: any number of items at once.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let calls = AtomicUsize::new(0);
+    /// let (mut next, mut total) = (0, 0);
+    /// let mut p = sixfold::Pipeline::new(|| { next += 1; (next <= 10).then_some(next) })
+    ///     .parallel(|x: u64| { calls.fetch_add(1, Ordering::Relaxed); x * x }) // `Fn + Sync`
+    ///     .serial_in_order(|square| total += square);
+    /// pool.run_pipeline(&mut p, 4).unwrap();
+    /// drop(p);
+    /// assert_eq!((calls.into_inner(), total), (10, 385));
+    /// ```
     pub fn parallel<U, F>(self, f: F) -> Pipeline<'a, U>
     where
         U: Send + 'a,
@@ -151,6 +200,21 @@ impl<'a, T: Send + 'a> Pipeline<'a, T> {
 
     /// Name the last stage added (or the source): the name shows in trace
     /// records, error messages and `Debug`.
+    ///
+    /// ```
+    /// use sixfold::{Pipeline, PipelineError};
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut p = Pipeline::new(|| None::<u32>)
+    ///     .name("reader")                  // no stage yet: names the source
+    ///     .serial_in_order(|x| x + 1)
+    ///     .name("tally")
+    ///     .pin(7);                         // a worker the pool does not have
+    /// assert!(format!("{p:?}").contains("\"reader\""));
+    /// match pool.run_pipeline(&mut p, 1) {
+    ///     Err(PipelineError::AffinityOutOfRange { stage, .. }) => assert_eq!(stage, "tally"),
+    ///     other => panic!("expected AffinityOutOfRange, got {other:?}"),
+    /// }
+    /// ```
     pub fn name(mut self, name: impl Into<String>) -> Self {
         let name: Arc<str> = Arc::from(name.into());
         match self.engine.stages.last_mut() {
@@ -172,6 +236,21 @@ impl<'a, T: Send + 'a> Pipeline<'a, T> {
     /// one fixed core). Like any task with affinity it runs elsewhere only
     /// if that worker stays stuck on other work for about a millisecond.
     /// A worker the pool does not have is an error of `run_pipeline`.
+    ///
+    /// ```
+    /// use sixfold::{Pipeline, PipelineError};
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (mut next, mut total) = (0, 0);
+    /// let mut p = Pipeline::new(|| { next += 1; (next <= 10).then_some(next) })
+    ///     .serial_in_order(|x: u32| total += x)
+    ///     .pin(1);                         // on worker 1, unless it stays stuck
+    /// pool.run_pipeline(&mut p, 4).unwrap();
+    /// drop(p);
+    /// assert_eq!(total, 55);
+    /// let mut bad = Pipeline::new(|| None::<u32>).pin(2); // the pool has workers 0 and 1
+    /// let err = pool.run_pipeline(&mut bad, 4).unwrap_err();
+    /// assert!(matches!(err, PipelineError::AffinityOutOfRange { worker: 2, num_workers: 2, .. }));
+    /// ```
     pub fn pin(mut self, worker: usize) -> Self {
         match self.engine.stages.last_mut() {
             Some(stage) => {
@@ -237,11 +316,31 @@ impl<'a, T: Send + 'a> Pipeline<'a, T> {
     }
 
     /// A token that cancels this pipeline's runs (see [`CancelToken`]).
+    ///
+    /// ```
+    /// use sixfold::{Pipeline, PipelineError};
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut next = 0;
+    /// let mut p = Pipeline::new(|| { next += 1; (next <= 3).then_some(next) })
+    ///     .parallel(|x: u32| x);
+    /// let token = p.cancel_token();
+    /// token.cancel();                      // no run in progress: cancels the next one
+    /// assert_eq!(pool.run_pipeline(&mut p, 2), Err(PipelineError::Cancelled));
+    /// assert!(!token.is_cancelled());      // the run cleared it
+    /// assert_eq!(pool.run_pipeline(&mut p, 2), Ok(()));
+    /// ```
     pub fn cancel_token(&self) -> CancelToken {
         CancelToken::new(self.engine.cancel.clone())
     }
 
     /// The number of stages after the source.
+    ///
+    /// ```
+    /// let p = sixfold::Pipeline::new(|| None::<u32>);
+    /// assert_eq!(p.num_stages(), 0);
+    /// let p = p.parallel(|x| x * 2).name("double").serial_in_order(|x| x + 1);
+    /// assert_eq!(p.num_stages(), 2);
+    /// ```
     pub fn num_stages(&self) -> usize {
         self.engine.stages.len()
     }
@@ -250,6 +349,19 @@ impl<'a, T: Send + 'a> Pipeline<'a, T> {
 impl<'a, T: Send + 'a> Pipeline<'a, Option<T>> {
     /// Filter: items for which the last stage returned `None` end there;
     /// the next stage gets the `T` of the others (as `Iterator::flatten`).
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let mut next = 0;
+    /// let mut evens = Vec::new();
+    /// let mut p = sixfold::Pipeline::new(|| { next += 1; (next <= 10).then_some(next) })
+    ///     .parallel(|x: u32| (x % 2 == 0).then_some(x))
+    ///     .flatten()                       // the odd ones end here
+    ///     .serial_in_order(|x| evens.push(x));
+    /// pool.run_pipeline(&mut p, 4).unwrap();
+    /// drop(p);
+    /// assert_eq!(evens, [2, 4, 6, 8, 10]);
+    /// ```
     pub fn flatten(mut self) -> Pipeline<'a, T> {
         match self.engine.stages.last_mut() {
             Some(stage) => stage.flatten_to::<T>(),

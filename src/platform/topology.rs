@@ -30,6 +30,18 @@ use std::fmt;
 /// One core this process may run on.
 ///
 /// Built by [`Topology::detect`], or by hand for [`Topology::from_cores`].
+///
+/// ```
+/// use sixfold::{CoreInfo, Topology};
+/// // An SMT core with two hardware threads, CPUs 2 and 3.
+/// let core = CoreInfo { os_index: 2, pus: vec![2, 3], l2: Some(1), l3: Some(0), numa: Some(0) };
+/// let topo = Topology::from_cores(vec![core.clone()]);
+/// assert_eq!(topo.cores(), [core]);
+/// // Detected cores hold their first allowed PU, on any machine.
+/// for c in Topology::detect().cores() {
+///     assert_eq!(c.pus.first(), Some(&c.os_index));
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CoreInfo {
     /// The OS index of the core's first allowed processing unit (PU, a
@@ -64,6 +76,20 @@ impl CoreInfo {
 }
 
 /// Where a [`Topology`] came from.
+///
+/// ```
+/// use sixfold::{Topology, TopologySource};
+/// let given = Topology::from_cores(Vec::new());
+/// assert_eq!(given.source(), TopologySource::Fallback);
+/// assert!(given.to_string().ends_with("from fallback"));
+/// let detected = Topology::detect();
+/// if detected.source() == TopologySource::CoreAffinity {
+///     // One PU a "core", no cache information, NUMA node 0 for all.
+///     for c in detected.cores() {
+///         assert_eq!((c.pus.len(), c.l2, c.l3, c.numa), (1, None, None, Some(0)));
+///     }
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TopologySource {
@@ -91,6 +117,15 @@ impl TopologySource {
 
 /// How near two cores are, nearest first (`SameL2 < SameL3 < SameNuma <
 /// Other`): the tiers in which a worker looks for victims to steal from.
+///
+/// ```
+/// use sixfold::Proximity;
+/// assert!(Proximity::SameL2 < Proximity::SameL3);
+/// assert!(Proximity::SameL3 < Proximity::SameNuma);
+/// assert!(Proximity::SameNuma < Proximity::Other);
+/// // `WorkerStats::steals_by_tier` is indexed by `Proximity as usize`.
+/// assert_eq!(Proximity::Other as usize, 3);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Proximity {
     /// The cores share an L2 cache (or are the same core).
@@ -108,6 +143,18 @@ pub enum Proximity {
 /// A plain snapshot taken by [`Topology::detect`]: it holds no handle to
 /// hwloc, it is cheap to clone, `Send` and `Sync`, and it does not change
 /// if the machine or the CPU mask changes later.
+///
+/// ```
+/// use sixfold::{CoreInfo, Proximity, Topology};
+/// let core = |os_index, l2| CoreInfo { os_index, pus: vec![os_index], l2: Some(l2), l3: Some(0), numa: Some(0) };
+/// // Two pairs of cores, each pair sharing an L2, all four one L3.
+/// let topo = Topology::from_cores(vec![core(0, 0), core(1, 0), core(2, 1), core(3, 1)]);
+/// assert_eq!(topo.proximity(0, 1), Proximity::SameL2);
+/// assert_eq!(topo.proximity(1, 2), Proximity::SameL3);
+/// // A pool can be given it instead of the detected one.
+/// let pool = sixfold::Pool::builder().num_threads(2).topology(topo.clone()).build().unwrap();
+/// assert_eq!(pool.topology().cores(), topo.cores());
+/// ```
 #[derive(Clone, Debug)]
 pub struct Topology {
     /// Never empty (see the module invariants).
@@ -184,6 +231,17 @@ impl Topology {
     /// An empty `cores` gives one core with `os_index` 0 and nothing else
     /// known. Each core's `pus` is sorted and deduplicated, and its
     /// `os_index` is added to it if missing.
+    ///
+    /// ```
+    /// use sixfold::{CoreInfo, Topology, TopologySource};
+    /// let core = CoreInfo { os_index: 5, pus: vec![7, 6, 7], l2: None, l3: None, numa: None };
+    /// let topo = Topology::from_cores(vec![core]);
+    /// assert_eq!(topo.cores()[0].pus, [5, 6, 7]);
+    /// assert_eq!(topo.source(), TopologySource::Fallback);
+    /// let empty = Topology::from_cores(Vec::new());
+    /// assert_eq!(empty.num_cores(), 1);
+    /// assert_eq!(empty.cores()[0].os_index, 0);
+    /// ```
     pub fn from_cores(cores: Vec<CoreInfo>) -> Topology {
         let mut cores = cores;
         if cores.is_empty() {
@@ -202,17 +260,43 @@ impl Topology {
 
     /// The cores, at least one. With hwloc they are in hwloc's logical
     /// order, so neighbours in the slice are near each other; otherwise in
-    /// order of OS index.
+    /// order of OS index. A topology from
+    /// [`from_cores`](Self::from_cores) keeps the order it was given.
+    ///
+    /// ```
+    /// use sixfold::{CoreInfo, Topology};
+    /// let core = |os_index| CoreInfo { os_index, pus: vec![os_index], l2: None, l3: None, numa: None };
+    /// let topo = Topology::from_cores(vec![core(4), core(2)]);
+    /// let os: Vec<u32> = topo.cores().iter().map(|c| c.os_index).collect();
+    /// assert_eq!(os, [4, 2]);
+    /// assert!(!Topology::detect().cores().is_empty());
+    /// ```
     pub fn cores(&self) -> &[CoreInfo] {
         &self.cores
     }
 
     /// The number of cores, at least 1.
+    ///
+    /// ```
+    /// use sixfold::Topology;
+    /// let topo = Topology::detect();
+    /// assert!(topo.num_cores() >= 1);
+    /// assert_eq!(topo.num_cores(), topo.cores().len());
+    /// assert_eq!(Topology::from_cores(Vec::new()).num_cores(), 1);
+    /// ```
     pub fn num_cores(&self) -> usize {
         self.cores.len()
     }
 
     /// Where this topology came from.
+    ///
+    /// ```
+    /// use sixfold::{Topology, TopologySource};
+    /// assert_eq!(Topology::from_cores(Vec::new()).source(), TopologySource::Fallback);
+    /// // A pool keeps the source of the topology it was built with.
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// assert_eq!(pool.topology().source(), Topology::detect().source());
+    /// ```
     pub fn source(&self) -> TopologySource {
         self.source
     }
@@ -226,6 +310,21 @@ impl Topology {
     /// # Panics
     ///
     /// If `a` or `b` is not below [`num_cores`](Self::num_cores).
+    ///
+    /// ```
+    /// use sixfold::{CoreInfo, Proximity::*, Topology};
+    /// let core = |os_index, l2, l3, numa| CoreInfo { os_index, pus: vec![os_index], l2, l3, numa };
+    /// let topo = Topology::from_cores(vec![
+    ///     core(0, Some(0), Some(0), Some(0)),
+    ///     core(1, Some(0), Some(0), Some(0)),
+    ///     core(2, Some(1), Some(0), Some(0)),
+    ///     core(3, None, Some(1), Some(0)),
+    ///     core(4, None, None, Some(1)),
+    /// ]);
+    /// assert_eq!([1, 2, 3, 4].map(|b| topo.proximity(0, b)), [SameL2, SameL3, SameNuma, Other]);
+    /// assert_eq!(topo.proximity(3, 4), Other); // unknown ids are never equal
+    /// assert_eq!(topo.proximity(4, 4), SameL2); // but a core is near itself
+    /// ```
     pub fn proximity(&self, a: usize, b: usize) -> Proximity {
         let n = self.cores.len();
         assert!(
@@ -250,6 +349,14 @@ impl Topology {
 
     /// The core for worker `worker`: `cores()[worker % num_cores()]`, so
     /// with more workers than cores, workers share cores round-robin.
+    ///
+    /// ```
+    /// use sixfold::{CoreInfo, Topology};
+    /// let core = |os_index| CoreInfo { os_index, pus: vec![os_index], l2: None, l3: None, numa: None };
+    /// let topo = Topology::from_cores(vec![core(8), core(9), core(10)]);
+    /// assert_eq!(topo.core_for_worker(1).os_index, 9);
+    /// assert_eq!(topo.core_for_worker(4).os_index, 9); // 4 % 3 = 1
+    /// ```
     pub fn core_for_worker(&self, worker: usize) -> &CoreInfo {
         &self.cores[worker % self.cores.len()]
     }
@@ -388,6 +495,17 @@ mod hwloc_snapshot {
 }
 
 /// Whether a pool binds its workers to cores.
+///
+/// ```
+/// use sixfold::{Pinning, Pool};
+/// assert_eq!(Pinning::default(), Pinning::None);
+/// let floating = Pool::builder().num_threads(2).build().unwrap();
+/// assert_eq!(floating.worker_core(0), None);
+/// let pinned = Pool::builder().num_threads(2).pinning(Pinning::Cores).build().unwrap();
+/// for w in 0..2 {
+///     assert_eq!(pinned.worker_core(w), Some(pinned.topology().core_for_worker(w)));
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Pinning {
     /// Workers float wherever the OS puts them (the default). Steals then

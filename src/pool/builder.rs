@@ -18,11 +18,24 @@ use std::thread::JoinHandle;
 
 impl Pool {
     /// A builder; see [`Builder`].
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// assert_eq!(pool.num_threads(), 2);
+    /// assert_eq!(pool.install(sixfold::current_num_threads), 2);
+    /// ```
     pub fn builder() -> Builder {
         Builder::new()
     }
 
     /// A pool with the default configuration.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::new().unwrap();
+    /// assert!(pool.num_threads() >= 1);
+    /// let name = pool.install(|| std::thread::current().name().map(String::from));
+    /// assert!(name.unwrap().starts_with("sixfold-")); // the default thread names
+    /// ```
     pub fn new() -> Result<Pool, BuildError> {
         Builder::new().build()
     }
@@ -67,6 +80,12 @@ impl fmt::Debug for Builder {
 impl Builder {
     /// A builder with the defaults: one worker per core this process may
     /// run on, threads named `sixfold-N`, the platform's stack size.
+    ///
+    /// ```
+    /// let pool = sixfold::Builder::new().num_threads(2).build().unwrap();
+    /// let names = pool.broadcast(|_| std::thread::current().name().map(String::from));
+    /// assert_eq!(names, [Some("sixfold-0".into()), Some("sixfold-1".into())]);
+    /// ```
     pub fn new() -> Self {
         Builder::default()
     }
@@ -77,6 +96,15 @@ impl Builder {
     /// `run` or `wait_idle` runs the tasks (handy for deterministic
     /// debugging), and work submitted from outside, or from a worker of
     /// another pool, starts a temporary thread that drains it.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(3).build().unwrap();
+    /// assert_eq!(pool.num_threads(), 3);
+    /// // None of its own: the caller of `install` runs the work.
+    /// let borrowed = sixfold::Pool::builder().num_threads(0).build().unwrap();
+    /// let caller = std::thread::current().id();
+    /// assert_eq!(borrowed.install(|| std::thread::current().id()), caller);
+    /// ```
     pub fn num_threads(mut self, n: usize) -> Self {
         self.num_threads = Some(n);
         self
@@ -113,6 +141,16 @@ impl Builder {
     /// Name worker thread `i` with `name(i)`. If `name` panics, `build`
     /// stops and joins the threads it had started (their exit handlers
     /// run), then resumes the panic.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder()
+    ///     .num_threads(2)
+    ///     .thread_name(|i| format!("io-{i}"))
+    ///     .build()
+    ///     .unwrap();
+    /// let names = pool.broadcast(|_| std::thread::current().name().map(String::from));
+    /// assert_eq!(names, [Some("io-0".into()), Some("io-1".into())]);
+    /// ```
     pub fn thread_name<F>(mut self, name: F) -> Self
     where
         F: FnMut(usize) -> String + 'static,
@@ -122,6 +160,16 @@ impl Builder {
     }
 
     /// Stack size of each worker thread, in bytes.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).stack_size(16 << 20).build().unwrap();
+    /// // 4 MiB of locals: more than a thread stack of Rust's default 2 MiB holds.
+    /// let sum = pool.install(|| {
+    ///     let big = [1u8; 4 << 20];
+    ///     std::hint::black_box(&big).iter().map(|&b| u64::from(b)).sum::<u64>()
+    /// });
+    /// assert_eq!(sum, 4 << 20);
+    /// ```
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
         self
@@ -130,6 +178,19 @@ impl Builder {
     /// Called with the payload when a `'static` task (`spawn`, `enqueue`,
     /// `spawn_with_affinity`) panics. Without one, the panic is printed and
     /// counted in `Stats::unhandled_panics`. The pool keeps working.
+    ///
+    /// ```
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let pool = sixfold::Pool::builder()
+    ///     .num_threads(2)
+    ///     .panic_handler(move |payload| tx.send(payload.downcast_ref::<&str>().copied()).unwrap())
+    ///     .build()
+    ///     .unwrap();
+    /// pool.spawn(|| panic!("boom"));
+    /// assert_eq!(rx.recv().unwrap(), Some("boom"));
+    /// assert_eq!(pool.install(|| 6 * 7), 42);         // the pool keeps working
+    /// assert_eq!(pool.stats().unhandled_panics, 0);   // the handler took it
+    /// ```
     pub fn panic_handler<H>(mut self, handler: H) -> Self
     where
         H: Fn(Box<dyn Any + Send>) + Send + Sync + 'static,
@@ -139,6 +200,21 @@ impl Builder {
     }
 
     /// Called on each worker thread, with its index, before it takes work.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let started = Arc::new(Mutex::new(Vec::new()));
+    /// let log = started.clone();
+    /// let pool = sixfold::Pool::builder()
+    ///     .num_threads(2)
+    ///     .start_handler(move |i| log.lock().unwrap().push(i))
+    ///     .build()
+    ///     .unwrap();
+    /// pool.broadcast(|_| ());                          // every worker took work
+    /// let mut started = started.lock().unwrap().clone();
+    /// started.sort_unstable();
+    /// assert_eq!(started, [0, 1]);                     // once per worker
+    /// ```
     pub fn start_handler<H>(mut self, handler: H) -> Self
     where
         H: Fn(usize) + Send + Sync + 'static,
@@ -148,6 +224,21 @@ impl Builder {
     }
 
     /// Called on each worker thread, with its index, as it exits.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// let exited = Arc::new(Mutex::new(Vec::new()));
+    /// let log = exited.clone();
+    /// let pool = sixfold::Pool::builder()
+    ///     .num_threads(2)
+    ///     .exit_handler(move |i| log.lock().unwrap().push(i))
+    ///     .build()
+    ///     .unwrap();
+    /// drop(pool);                                      // stops and joins the workers
+    /// let mut exited = exited.lock().unwrap().clone();
+    /// exited.sort_unstable();
+    /// assert_eq!(exited, [0, 1]);
+    /// ```
     pub fn exit_handler<H>(mut self, handler: H) -> Self
     where
         H: Fn(usize) + Send + Sync + 'static,
@@ -173,6 +264,18 @@ impl Builder {
     /// Use `topology` instead of [`Topology::detect`] (for example one
     /// built with [`Topology::from_cores`]): it decides where pinned workers
     /// go and in which order workers look for victims.
+    ///
+    /// ```
+    /// use sixfold::{CoreInfo, Pool, Proximity, Topology};
+    /// let core = |os_index, l2| CoreInfo {
+    ///     os_index, pus: vec![os_index], l2: Some(l2), l3: Some(0), numa: Some(0),
+    /// };
+    /// let topology = Topology::from_cores(vec![core(0, 0), core(1, 0), core(2, 1), core(3, 1)]);
+    /// let pool = Pool::builder().num_threads(2).topology(topology).build().unwrap();
+    /// assert_eq!(pool.topology().num_cores(), 4);
+    /// assert_eq!(pool.topology().proximity(0, 1), Proximity::SameL2);
+    /// assert_eq!(pool.topology().proximity(1, 2), Proximity::SameL3);
+    /// ```
     pub fn topology(mut self, topology: Topology) -> Self {
         self.topology = Some(topology);
         self
@@ -209,6 +312,15 @@ impl Builder {
 
     /// Start the pool's threads. On an error, the threads already started
     /// have been stopped and joined.
+    ///
+    /// ```
+    /// use sixfold::{BuildError, Pool};
+    /// let pool = Pool::builder().num_threads(2).build().unwrap();
+    /// assert_eq!(pool.install(|| 1 + 1), 2);
+    /// // A worker cannot become worker 0 of another pool: an error, no pool.
+    /// let nested = pool.install(|| Pool::builder().use_current_thread().build().map(drop));
+    /// assert!(matches!(nested, Err(BuildError::CurrentThreadIsAWorker)));
+    /// ```
     pub fn build(self) -> Result<Pool, BuildError> {
         let (registry, threads) = self.start()?;
         Ok(Pool::from_parts(registry, threads))

@@ -192,6 +192,21 @@ impl Pool {
     }
 
     /// `run_graph` `runs` times in a row; stops at the first error.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let ran = AtomicUsize::new(0);
+    /// let mut g = sixfold::Graph::new();
+    /// let a = g.add(|| { ran.fetch_add(1, Ordering::Relaxed); });
+    /// let b = g.add(|| { ran.fetch_add(1, Ordering::Relaxed); });
+    /// g.precede(a, b).unwrap();
+    /// pool.run_graph_n(&mut g, 5).unwrap();
+    /// assert_eq!(ran.load(Ordering::Relaxed), 10);
+    /// g.cancel_token().cancel();       // the next run is cancelled...
+    /// assert_eq!(pool.run_graph_n(&mut g, 5), Err(sixfold::GraphError::Cancelled));
+    /// assert_eq!(ran.load(Ordering::Relaxed), 10); // ...and the four after it never start
+    /// ```
     pub fn run_graph_n(&self, graph: &mut Graph<'_>, runs: usize) -> Result<(), GraphError> {
         for _ in 0..runs {
             self.run_graph(graph)?;

@@ -40,6 +40,20 @@ impl Pool {
 
     /// [`Pool::spawn`] for a task node (it runs once its predecessors, if
     /// any, have completed).
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let (tx1, tx2) = (tx.clone(), tx);
+    /// let mut first = TaskRef::from_fn(move |_| tx1.send("first").unwrap());
+    /// let second = TaskRef::from_fn(move |_| tx2.send("second").unwrap());
+    /// first.precede(&second).unwrap();
+    /// pool.spawn_task(second);             // waits for `first`
+    /// pool.spawn_task(first);
+    /// pool.wait_idle();
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), ["first", "second"]);
+    /// ```
     pub fn spawn_task(&self, task: TaskRef) {
         self.submit_static(task, Some(Dispatch::Spawn), None);
     }
@@ -71,6 +85,16 @@ impl Pool {
     }
 
     /// [`Pool::spawn`] with a name for the task's trace record.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).trace(true).build().unwrap();
+    /// pool.spawn_named("load", || {});
+    /// pool.spawn(|| {});
+    /// pool.wait_idle();
+    /// let mut names: Vec<_> = pool.take_trace().tasks.into_iter().map(|t| t.name).collect();
+    /// names.sort();
+    /// assert_eq!(names, [None, Some("load".into())]);
+    /// ```
     pub fn spawn_named<F>(&self, name: impl Into<Arc<str>>, f: F)
     where
         F: FnOnce() + Send + 'static,
@@ -135,6 +159,21 @@ impl Pool {
 
     /// [`Pool::enqueue`] for a task node (with the priority it was given,
     /// [`TaskRef::with_priority`]).
+    ///
+    /// ```
+    /// use sixfold::{Priority, TaskRef};
+    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.install(|| {
+    ///     // The only worker is busy here: both wait in the shared queue.
+    ///     let (a, b) = (tx.clone(), tx.clone());
+    ///     pool.enqueue_task(TaskRef::from_fn(move |_| a.send("normal").unwrap()));
+    ///     let urgent = TaskRef::from_fn(move |_| b.send("high").unwrap());
+    ///     pool.enqueue_task(urgent.with_priority(Priority::High));
+    /// });
+    /// pool.wait_idle();
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), ["high", "normal"]);
+    /// ```
     pub fn enqueue_task(&self, task: TaskRef) {
         self.submit_static(task, Some(Dispatch::Enqueue), None);
     }
@@ -165,6 +204,19 @@ impl Pool {
 
     /// [`Pool::spawn_with_affinity`] for a task node. On error the node is
     /// dropped (cancelled).
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let tx2 = tx.clone();
+    /// pool.spawn_task_with_affinity(1, TaskRef::from_fn(move |_| tx.send("ran").unwrap()))
+    ///     .unwrap();
+    /// assert_eq!(rx.recv().unwrap(), "ran");
+    /// let task = TaskRef::from_fn(move |_| tx2.send("ran").unwrap());
+    /// assert!(pool.spawn_task_with_affinity(2, task).is_err()); // no worker 2
+    /// assert!(rx.recv().is_err()); // dropped unrun: every sender is gone
+    /// ```
     pub fn spawn_task_with_affinity(
         &self,
         worker: usize,

@@ -72,6 +72,13 @@ impl Pool {
     }
 
     /// The number of worker threads (0 for a pool that borrows its callers).
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// assert_eq!(pool.num_threads(), 2);
+    /// let borrowing = sixfold::Pool::builder().num_threads(0).build().unwrap();
+    /// assert_eq!(borrowing.num_threads(), 0);
+    /// ```
     pub fn num_threads(&self) -> usize {
         self.registry.num_threads()
     }
@@ -79,6 +86,14 @@ impl Pool {
     /// The number of worker slots: valid worker indices are
     /// `0..num_workers()`. Equals `num_threads()`, or 1 for a pool without
     /// threads (its guest slot).
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// assert_eq!(pool.num_workers(), 2);
+    /// assert!(pool.spawn_with_affinity(pool.num_workers(), || {}).is_err());
+    /// let borrowing = sixfold::Pool::builder().num_threads(0).build().unwrap();
+    /// assert_eq!(borrowing.num_workers(), 1);
+    /// ```
     pub fn num_workers(&self) -> usize {
         self.registry.num_slots()
     }
@@ -115,6 +130,24 @@ impl Pool {
     /// # Panics
     /// When called from a worker of this same pool: it would wait for the
     /// task it is running.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let done = Arc::new(AtomicUsize::new(0));
+    /// for _ in 0..4 {
+    ///     let done = done.clone();
+    ///     pool.spawn(move || {
+    ///         let child = done.clone();
+    ///         // From a worker, the free `spawn` goes to this pool too.
+    ///         sixfold::spawn(move || { child.fetch_add(1, Ordering::Relaxed); });
+    ///         done.fetch_add(1, Ordering::Relaxed);
+    ///     });
+    /// }
+    /// pool.wait_idle();                    // the tasks and what they spawned
+    /// assert_eq!(done.load(Ordering::Relaxed), 8);
+    /// ```
     pub fn wait_idle(&self) {
         if let Some(worker) = WorkerThread::current_in(&self.registry)
             && crate::worker::lifecycle::is_adopted_here(&self.registry)
@@ -169,6 +202,17 @@ impl Pool {
 
     /// The trace records since the pool was built or the last take (empty
     /// unless built with [`Builder::trace`](super::builder::Builder::trace)).
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).trace(true).build().unwrap();
+    /// pool.install(|| ());
+    /// let trace = pool.take_trace();
+    /// assert_eq!(trace.tasks.len(), 1);
+    /// assert!(pool.take_trace().tasks.is_empty()); // taken: nothing ran since
+    /// let untraced = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// untraced.install(|| ());
+    /// assert!(untraced.take_trace().tasks.is_empty());
+    /// ```
     pub fn take_trace(&self) -> Trace {
         self.registry
             .take_trace(WorkerThread::current_in(&self.registry).is_none())
@@ -176,6 +220,17 @@ impl Pool {
 
     /// The topology the pool was built with (detected, or given to
     /// [`Builder::topology`](super::builder::Builder::topology)).
+    ///
+    /// ```
+    /// use sixfold::{Pool, Topology, TopologySource};
+    /// let pool = Pool::builder().num_threads(2).build().unwrap();
+    /// assert_eq!(pool.topology().num_cores(), Topology::detect().num_cores());
+    /// let given = Topology::from_cores(Vec::new()); // no cores given: one, os_index 0
+    /// let given = Pool::builder().num_threads(2).topology(given).build().unwrap();
+    /// assert_eq!(given.topology().num_cores(), 1);
+    /// assert_eq!(given.topology().cores()[0].os_index, 0);
+    /// assert_eq!(given.topology().source(), TopologySource::Fallback);
+    /// ```
     pub fn topology(&self) -> &Topology {
         self.registry.topology()
     }
@@ -183,6 +238,15 @@ impl Pool {
     /// The core worker `worker` is bound to, if the pool pins its workers
     /// ([`Pinning::Cores`](crate::platform::topology::Pinning::Cores)); `None` without pinning or for an index the
     /// pool does not have.
+    ///
+    /// ```
+    /// use sixfold::{Pinning, Pool};
+    /// let pool = Pool::builder().num_threads(2).pinning(Pinning::Cores).build().unwrap();
+    /// assert_eq!(pool.worker_core(1), Some(pool.topology().core_for_worker(1)));
+    /// assert_eq!(pool.worker_core(2), None);  // no worker 2
+    /// let unpinned = Pool::builder().num_threads(2).build().unwrap();
+    /// assert_eq!(unpinned.worker_core(0), None);
+    /// ```
     pub fn worker_core(&self, worker: usize) -> Option<&CoreInfo> {
         if worker >= self.registry.num_slots() || self.registry.num_threads() == 0 {
             return None;
@@ -209,6 +273,13 @@ impl Pool {
     /// How many workers are blocked in the sleep protocol right now. A racy
     /// snapshot, for observing the pool (tests, dashboards), not for
     /// synchronizing with it.
+    ///
+    /// ```
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// assert!(pool.sleeping_workers() <= pool.num_threads());
+    /// // The worker running this closure is awake, whatever the other one does.
+    /// assert!(pool.install(|| pool.sleeping_workers()) < pool.num_threads());
+    /// ```
     pub fn sleeping_workers(&self) -> usize {
         self.registry.sleep.sleeping_threads()
     }

@@ -3,6 +3,21 @@
 
 /// Where a ready task or graph node goes when the worker that made it ready
 /// does not run it at once (rules 1 and 2).
+///
+/// ```
+/// use sixfold::{Dispatch, Rule};
+/// let pool = sixfold::Pool::builder().num_threads(1).trace(true).build().unwrap();
+/// let mut g = sixfold::Graph::new();
+/// let load = g.add_named("load", || {});
+/// let report = g.add_named("report", || {});
+/// g.precede(load, report).unwrap();
+/// assert_eq!(Dispatch::default(), Dispatch::Spawn);
+/// g.set_dispatch(report, Dispatch::Enqueue).unwrap();
+/// pool.run_graph(&mut g).unwrap();
+/// let trace = pool.take_trace();
+/// let report = trace.tasks.iter().find(|t| t.name.as_deref() == Some("report")).unwrap();
+/// assert_eq!(report.rule, Rule::SharedQueue); // not rule 2, though `load` made it ready
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Dispatch {
     /// The deque of the worker that made it ready: LIFO, cache-warm, and

@@ -163,6 +163,26 @@ impl IntoIterator for TaskRef {
 
 impl TaskRef {
     /// A new node around `task`, with no predecessors and no successors.
+    ///
+    /// ```
+    /// use sixfold::{Context, Task, TaskRef};
+    /// use std::sync::mpsc::{channel, Sender};
+    ///
+    /// struct Answer(Sender<u32>);
+    /// impl Task for Answer {
+    ///     fn execute(&mut self, _cx: &mut Context<'_>) -> Option<TaskRef> {
+    ///         self.0.send(42).unwrap();
+    ///         None
+    ///     }
+    /// }
+    ///
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = channel();
+    /// let task = TaskRef::new(Answer(tx));
+    /// assert_eq!(task.pending_predecessors(), 0); // ready as soon as it is handed over
+    /// pool.run(task);
+    /// assert_eq!(rx.try_recv(), Ok(42));
+    /// ```
     pub fn new<T: Task>(task: T) -> TaskRef {
         TaskRef {
             node: Node::allocate(task),
@@ -170,6 +190,14 @@ impl TaskRef {
     }
 
     /// A new node around a closure that gets the task's [`Context`].
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.run(TaskRef::from_fn(move |cx| tx.send(cx.num_workers()).unwrap()));
+    /// assert_eq!(rx.try_recv(), Ok(2));
+    /// ```
     pub fn from_fn<F>(f: F) -> TaskRef
     where
         F: FnOnce(&mut Context<'_>) + Send + 'static,
@@ -198,6 +226,21 @@ impl TaskRef {
     /// (and all its other predecessors). A duplicate edge counts twice,
     /// which is harmless. An edge that would close a cycle is refused with
     /// [`TaskError::Cycle`] and nothing changes.
+    ///
+    /// ```
+    /// use sixfold::{TaskError, TaskRef};
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let step = |name: &'static str| {
+    ///     let tx = tx.clone();
+    ///     TaskRef::from_fn(move |_| tx.send(name).unwrap())
+    /// };
+    /// let (mut first, mut second) = (step("first"), step("second"));
+    /// first.precede(&second).unwrap();
+    /// assert_eq!(second.precede(&first), Err(TaskError::Cycle));
+    /// pool.run([second, first]); // the order of the set does not matter
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), ["first", "second"]);
+    /// ```
     pub fn precede(&mut self, successor: &TaskRef) -> Result<(), TaskError> {
         let _edges = EDGE_LOCK.lock();
         // SAFETY: both nodes are unsubmitted (we hold their handles), and
@@ -224,11 +267,39 @@ impl TaskRef {
     }
 
     /// `predecessor.precede(self)`, read the other way round.
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let step = |name: &'static str| {
+    ///     let tx = tx.clone();
+    ///     TaskRef::from_fn(move |_| tx.send(name).unwrap())
+    /// };
+    /// let (mut first, second) = (step("first"), step("second"));
+    /// second.succeed(&mut first).unwrap();
+    /// assert_eq!(second.pending_predecessors(), 1);
+    /// pool.run([second, first]);
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), ["first", "second"]);
+    /// ```
     pub fn succeed(&self, predecessor: &mut TaskRef) -> Result<(), TaskError> {
         predecessor.precede(self)
     }
 
     /// Predecessors of this node that have not completed yet.
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let (mut a, mut b) = (TaskRef::from_fn(|_| {}), TaskRef::from_fn(|_| {}));
+    /// let c = TaskRef::from_fn(|_| {});
+    /// assert_eq!(c.pending_predecessors(), 0);
+    /// a.precede(&c).unwrap();
+    /// b.precede(&c).unwrap();
+    /// a.precede(&c).unwrap(); // a duplicate edge counts twice
+    /// assert_eq!(c.pending_predecessors(), 3);
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// pool.run([a, b, c]);
+    /// ```
     pub fn pending_predecessors(&self) -> usize {
         header(self.node).pending.load(Ordering::Acquire) as usize - 1
     }
@@ -312,6 +383,25 @@ impl Drop for TaskRef {
 /// The scheduler's side of a running task, passed to [`Task::execute`]:
 /// through it a task spawns children, builds continuations, and hands
 /// results to its successor.
+///
+/// ```
+/// use sixfold::TaskRef;
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// let done = Arc::new(AtomicUsize::new(0));
+/// let counter = done.clone();
+/// pool.run(TaskRef::from_fn(move |cx| {
+///     for _ in 0..4 {
+///         let counter = counter.clone();
+///         cx.spawn(TaskRef::from_fn(move |_| {
+///             counter.fetch_add(1, Ordering::Relaxed);
+///         }));
+///     }
+/// }));
+/// assert_eq!(done.load(Ordering::Relaxed), 4); // the run waited for the children too
+/// ```
 #[repr(transparent)]
 pub struct Context<'w> {
     run: RunState<'w>,
@@ -325,11 +415,32 @@ impl<'w> Context<'w> {
     }
 
     /// The index of the worker running this task.
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.run(TaskRef::from_fn(move |cx| {
+    ///     tx.send((cx.worker_index(), sixfold::current_worker())).unwrap()
+    /// }));
+    /// let (index, current) = rx.try_recv().unwrap();
+    /// assert_eq!(Some(index), current);
+    /// assert!(index < pool.num_workers());
+    /// ```
     pub fn worker_index(&self) -> usize {
         self.run.worker.index()
     }
 
     /// The number of worker slots of the pool (valid affinity targets).
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.run(TaskRef::from_fn(move |cx| tx.send(cx.num_workers()).unwrap()));
+    /// assert_eq!(rx.try_recv(), Ok(pool.num_workers()));
+    /// assert_eq!(pool.num_workers(), 2);
+    /// ```
     pub fn num_workers(&self) -> usize {
         self.run.worker.registry().num_slots()
     }
@@ -359,6 +470,23 @@ impl<'w> Context<'w> {
 
     /// Push `task` onto this worker's own deque (rule 3 here, rule 6 for a
     /// thief). If it still has predecessors, it runs when they complete.
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.run(TaskRef::from_fn(move |cx| {
+    ///     let step = |name: &'static str| {
+    ///         let tx = tx.clone();
+    ///         TaskRef::from_fn(move |_| tx.send(name).unwrap())
+    ///     };
+    ///     let (mut first, second) = (step("first"), step("second"));
+    ///     first.precede(&second).unwrap();
+    ///     cx.spawn(second); // from the deque it would run before the shared queue
+    ///     cx.enqueue(first);
+    /// }));
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), ["first", "second"]);
+    /// ```
     // Inlined into the task's `execute`: a fork-join task spawns once per
     // fork, and the call's register saves cost as much as the push.
     #[inline]
@@ -368,11 +496,38 @@ impl<'w> Context<'w> {
 
     /// Push `task` onto the shared queue (rule 5): fair, approximately FIFO,
     /// and guaranteed to run eventually.
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.run(TaskRef::from_fn(move |cx| {
+    ///     for i in 0..3 {
+    ///         let tx = tx.clone();
+    ///         cx.enqueue(TaskRef::from_fn(move |_| tx.send(i).unwrap()));
+    ///     }
+    /// }));
+    /// let mut ran: Vec<i32> = rx.try_iter().collect();
+    /// ran.sort();
+    /// assert_eq!(ran, [0, 1, 2]); // the run waited for all of them
+    /// ```
     pub fn enqueue(&mut self, task: TaskRef) {
         self.submit(task, Some(Dispatch::Enqueue), None);
     }
 
     /// Put `task` in worker `worker`'s mailbox (rule 4 for that worker).
+    ///
+    /// ```
+    /// use sixfold::TaskRef;
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.run(TaskRef::from_fn(move |cx| {
+    ///     let nowhere = cx.num_workers(); // not a worker index
+    ///     assert!(cx.spawn_with_affinity(nowhere, TaskRef::from_fn(|_| {})).is_err());
+    ///     cx.spawn_with_affinity(1, TaskRef::from_fn(move |_| tx.send("ran").unwrap())).unwrap();
+    /// }));
+    /// assert_eq!(rx.try_recv(), Ok("ran"));
+    /// ```
     pub fn spawn_with_affinity(
         &mut self,
         worker: usize,
@@ -418,6 +573,31 @@ impl<'w> Context<'w> {
 
     /// Make a continuation: a node that inherits this task's successors and
     /// runs after this task and all of the continuation's children.
+    ///
+    /// ```
+    /// # use sixfold::{Context, Task, TaskRef};
+    /// # use std::sync::{Arc, Mutex};
+    /// type Log = Arc<Mutex<Vec<&'static str>>>;
+    /// struct Push(Log, &'static str);
+    /// impl Task for Push {
+    ///     fn execute(&mut self, _cx: &mut Context<'_>) -> Option<TaskRef> {
+    ///         self.0.lock().unwrap().push(self.1);
+    ///         None
+    ///     }
+    /// }
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let log = Log::default();
+    /// let l = log.clone();
+    /// let mut parent = TaskRef::from_fn(move |cx| {
+    ///     l.lock().unwrap().push("parent");
+    ///     let cont = cx.continuation(Push(l.clone(), "continuation"));
+    ///     cx.spawn(cont.child(Push(l.clone(), "child")));
+    /// });
+    /// let after = TaskRef::new(Push(log.clone(), "after"));
+    /// parent.precede(&after).unwrap(); // the continuation inherits this edge
+    /// pool.run([parent, after]);
+    /// assert_eq!(*log.lock().unwrap(), ["parent", "child", "continuation", "after"]);
+    /// ```
     #[inline(always)]
     pub fn continuation<T: Task>(&mut self, task: T) -> Continuation<'w> {
         Continuation {
@@ -431,6 +611,28 @@ impl<'w> Context<'w> {
     /// continuation (oneTBB's `recycle_as_child_of`), which saves allocating
     /// a child. If `execute` also returns a task, that one runs first and
     /// this one is pushed onto the deque.
+    ///
+    /// ```
+    /// use sixfold::{Context, Task, TaskRef};
+    /// use std::sync::mpsc::{channel, Sender};
+    ///
+    /// struct Countdown(u32, Sender<u32>);
+    /// impl Task for Countdown {
+    ///     fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+    ///         self.1.send(self.0).unwrap();
+    ///         if self.0 > 0 {
+    ///             self.0 -= 1; // the same task runs again, with its state
+    ///             cx.recycle();
+    ///         }
+    ///         None
+    ///     }
+    /// }
+    ///
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = channel();
+    /// pool.run(TaskRef::new(Countdown(3, tx)));
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), [3, 2, 1, 0]);
+    /// ```
     pub fn recycle(&mut self) {
         self.run.recycle = true;
     }
@@ -439,6 +641,32 @@ impl<'w> Context<'w> {
     /// hands its result to its continuation (use atomics or other `Sync`
     /// cells in `T`). After `continuation`, the first successor is the new
     /// continuation.
+    ///
+    /// ```
+    /// # use sixfold::{Context, Task, TaskRef};
+    /// # use std::sync::atomic::{AtomicU64, Ordering};
+    /// # use std::sync::mpsc::{channel, Sender};
+    /// struct Report(AtomicU64, Sender<u64>);
+    /// impl Task for Report {
+    ///     fn execute(&mut self, _cx: &mut Context<'_>) -> Option<TaskRef> {
+    ///         self.1.send(self.0.load(Ordering::Relaxed)).unwrap();
+    ///         None
+    ///     }
+    /// }
+    ///
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = channel();
+    /// let mut producer = TaskRef::from_fn(|cx| {
+    ///     cx.successor::<Report>().unwrap().0.store(42, Ordering::Relaxed);
+    /// });
+    /// let report = TaskRef::new(Report(AtomicU64::new(0), tx));
+    /// producer.precede(&report).unwrap();
+    /// pool.run([producer, report]);
+    /// assert_eq!(rx.try_recv(), Ok(42));
+    ///
+    /// // A task with no successor has no `Report` to hand a result to.
+    /// pool.run(TaskRef::from_fn(|cx| assert!(cx.successor::<Report>().is_none())));
+    /// ```
     pub fn successor<T: Task + Sync>(&self) -> Option<&T> {
         continuation::successor_body(self.run.node)
     }
@@ -447,6 +675,31 @@ impl<'w> Context<'w> {
 /// A continuation made by [`Context::continuation`]; make its children with
 /// [`Continuation::child`]. It starts once the task that made it and all the
 /// children have completed.
+///
+/// ```
+/// # use sixfold::{Context, Task, TaskRef};
+/// # use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+/// # use std::sync::mpsc::{channel, Sender};
+/// struct Sum(AtomicU64, Sender<u64>);
+/// impl Task for Sum {
+///     fn execute(&mut self, _cx: &mut Context<'_>) -> Option<TaskRef> {
+///         self.1.send(self.0.load(Relaxed)).unwrap(); // every child has added its part
+///         None
+///     }
+/// }
+///
+/// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+/// let (tx, rx) = channel();
+/// pool.run(TaskRef::from_fn(move |cx| {
+///     let sum = cx.continuation(Sum(AtomicU64::new(0), tx));
+///     for part in 1..=4 {
+///         cx.spawn(sum.child_fn(move |cx| {
+///             cx.successor::<Sum>().unwrap().0.fetch_add(part, Relaxed);
+///         }));
+///     }
+/// }));
+/// assert_eq!(rx.try_recv(), Ok(10));
+/// ```
 pub struct Continuation<'w> {
     node: ContinuationRef,
     _not_send: PhantomData<(&'w (), *const ())>,
@@ -456,12 +709,72 @@ impl Continuation<'_> {
     /// A new node that the continuation waits for. Hand it to the scheduler
     /// (spawn it, or return it from `execute`); dropping it cancels the
     /// continuation.
+    ///
+    /// ```
+    /// # use sixfold::{Context, Task, TaskRef};
+    /// # use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    /// # use std::sync::mpsc::{channel, Sender};
+    /// # struct Sum(AtomicU64, Sender<u64>);
+    /// # impl Task for Sum {
+    /// #     fn execute(&mut self, _cx: &mut Context<'_>) -> Option<TaskRef> {
+    /// #         self.1.send(self.0.load(Relaxed)).unwrap(); // every child has added its part
+    /// #         None
+    /// #     }
+    /// # }
+    /// struct Part(u64);
+    /// impl Task for Part {
+    ///     fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+    ///         cx.successor::<Sum>().unwrap().0.fetch_add(self.0, Relaxed);
+    ///         None
+    ///     }
+    /// }
+    ///
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = channel();
+    /// pool.run(TaskRef::from_fn(move |cx| {
+    ///     let sum = cx.continuation(Sum(AtomicU64::new(0), tx));
+    ///     cx.spawn(sum.child(Part(20)));
+    ///     cx.spawn(sum.child(Part(22)));
+    /// }));
+    /// assert_eq!(rx.try_recv(), Ok(42));
+    /// ```
     #[inline(always)]
     pub fn child<T: Task>(&self, task: T) -> TaskRef {
         TaskRef::from_raw(continuation::child_of(&self.node, task))
     }
 
     /// [`Continuation::child`] with a closure body.
+    ///
+    /// ```
+    /// # use sixfold::{Context, Task, TaskRef};
+    /// # use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    /// # use std::sync::mpsc::{channel, Sender};
+    /// # struct Sum(AtomicU64, Sender<u64>);
+    /// # impl Task for Sum {
+    /// #     fn execute(&mut self, _cx: &mut Context<'_>) -> Option<TaskRef> {
+    /// #         self.1.send(self.0.load(Relaxed)).unwrap(); // every child has added its part
+    /// #         None
+    /// #     }
+    /// # }
+    /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
+    /// let (tx, rx) = channel();
+    /// pool.run(TaskRef::from_fn(move |cx| {
+    ///     let sum = cx.continuation(Sum(AtomicU64::new(0), tx));
+    ///     for x in 1..=3 {
+    ///         cx.spawn(sum.child_fn(move |cx| {
+    ///             cx.successor::<Sum>().unwrap().0.fetch_add(x * x, Relaxed);
+    ///         }));
+    ///     }
+    /// }));
+    /// assert_eq!(rx.try_recv(), Ok(1 + 4 + 9));
+    ///
+    /// let (tx, rx) = channel();
+    /// pool.run(TaskRef::from_fn(move |cx| {
+    ///     let sum = cx.continuation(Sum(AtomicU64::new(0), tx));
+    ///     drop(sum.child_fn(|_| {})); // never handed over: the continuation is cancelled
+    /// }));
+    /// assert!(rx.try_recv().is_err());
+    /// ```
     pub fn child_fn<F>(&self, f: F) -> TaskRef
     where
         F: FnOnce(&mut Context<'_>) + Send + 'static,
