@@ -135,6 +135,7 @@ impl<'a> Engine<'a> {
     ///
     /// # Safety
     /// As `run_body_lending`, with `lent` from `lend` for this `current`.
+    #[inline]
     unsafe fn reclaim<'e>(
         &'e self,
         lent: Lent,
@@ -144,37 +145,8 @@ impl<'a> Engine<'a> {
         worker: &WorkerThread,
     ) -> bool {
         let back = if lent.on_deque {
-            match worker.pop_own() {
-                // Our job if the slot's chain has not run since the lend:
-                // if it has (a thief, or a wait inside the body, ran it),
-                // the same slot may be back on this deque as a new job,
-                // scheduled (the flag is clear) or lent again by the chain
-                // that ran in the wait (the count moved on).
-                // SAFETY: we popped a job of `head`: whichever it is, the
-                // slot is ours to read until we push it back or run it.
-                Some(popped)
-                    if popped.is_for(NonNull::from(self.slot(lent.head)).cast()) && {
-                        let head = unsafe { self.claim(lent.head) }.state();
-                        head.lent_on_deque.get() && head.deque_lends.get() == lent.deque_lend
-                    } =>
-                {
-                    popped.discard();
-                    // SAFETY: ours again: nobody ran the lent job.
-                    unsafe { self.claim(lent.head) }
-                        .state()
-                        .lent_on_deque
-                        .set(false);
-                    true
-                }
-                other => {
-                    if let Some(popped) = other {
-                        // The stage's own work (a spawn it left behind): back
-                        // on top; the lent job below it runs on its own later.
-                        worker.push_quiet(popped);
-                    }
-                    false
-                }
-            }
+            // SAFETY: forwarded.
+            unsafe { self.take_back_from_deque(&lent, worker) }
         } else {
             // SAFETY: after our accepted offer.
             let back = unsafe { worker.withdraw_lent() };
@@ -199,6 +171,49 @@ impl<'a> Engine<'a> {
             *chain = Chain::single(current);
             *before = None;
             true
+        }
+    }
+
+    /// `reclaim` of a lend that went to our deque (nested in an outer
+    /// lend's body: rare, so out of line, which keeps the usual withdrawal
+    /// a few instructions inside the stage's step): whether the lent job
+    /// was still ours to take back.
+    ///
+    /// # Safety
+    /// As `reclaim`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn take_back_from_deque(&self, lent: &Lent, worker: &WorkerThread) -> bool {
+        match worker.pop_own() {
+            // Our job if the slot's chain has not run since the lend:
+            // if it has (a thief, or a wait inside the body, ran it),
+            // the same slot may be back on this deque as a new job,
+            // scheduled (the flag is clear) or lent again by the chain
+            // that ran in the wait (the count moved on).
+            // SAFETY: we popped a job of `head`: whichever it is, the
+            // slot is ours to read until we push it back or run it.
+            Some(popped)
+                if popped.is_for(NonNull::from(self.slot(lent.head)).cast()) && {
+                    let head = unsafe { self.claim(lent.head) }.state();
+                    head.lent_on_deque.get() && head.deque_lends.get() == lent.deque_lend
+                } =>
+            {
+                popped.discard();
+                // SAFETY: ours again: nobody ran the lent job.
+                unsafe { self.claim(lent.head) }
+                    .state()
+                    .lent_on_deque
+                    .set(false);
+                true
+            }
+            other => {
+                if let Some(popped) = other {
+                    // The stage's own work (a spawn it left behind): back
+                    // on top; the lent job below it runs on its own later.
+                    worker.push_quiet(popped);
+                }
+                false
+            }
         }
     }
 }
