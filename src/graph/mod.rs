@@ -25,6 +25,7 @@ mod error;
 mod node;
 mod order;
 pub(crate) mod pending;
+mod placement;
 mod run;
 mod spare;
 
