@@ -7,8 +7,10 @@ pub(crate) mod join;
 mod rayon_api;
 pub(crate) mod scope;
 mod scope_cancellable;
+pub(crate) mod scope_fifo;
 
-pub(crate) use scope::{in_place_scope_fifo_in, in_place_scope_in};
+pub(crate) use scope::in_place_scope_in;
+pub(crate) use scope_fifo::in_place_scope_fifo_in;
 
 pub use isolate::isolate;
 pub use join::join;
@@ -16,5 +18,6 @@ pub use rayon_api::{
     FnContext, Yield, current_thread_has_pending_tasks, current_thread_index, join_context,
     max_num_threads, yield_local, yield_now,
 };
-pub use scope::{Scope, ScopeFifo, in_place_scope, in_place_scope_fifo, scope, scope_fifo};
+pub use scope::{Scope, in_place_scope, scope};
 pub use scope_cancellable::{scope_cancellable, scope_fifo_cancellable};
+pub use scope_fifo::{ScopeFifo, in_place_scope_fifo, scope_fifo};

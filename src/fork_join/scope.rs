@@ -15,6 +15,9 @@
 //! panic first. (Task graphs keep oneTBB's contract instead: see
 //! `group::OnPanic`.) The pool keeps working.
 //!
+//! The FIFO variant, `ScopeFifo`, is this scope plus per-worker FIFOs
+//! (`scope_fifo.rs`); both spawn through `ScopeJob`.
+//!
 //! Invariants: a job releases its unit as its very last action, after its
 //! closure (and everything it borrowed) was dropped, because the scope, on
 //! the owner's stack, may end the moment the last unit is released.
@@ -22,7 +25,6 @@
 use crate::platform::latch::CountLatch;
 use crate::platform::node_alloc;
 use crate::platform::unwind;
-use crate::queues::fifo::WorkerFifo;
 use crate::queues::region::Region;
 use crate::worker::global::global_registry;
 use crate::worker::group::{Group, OnPanic};
@@ -32,13 +34,13 @@ use crate::worker::thread::{JobRef, Next};
 use std::alloc::Layout;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// A unit of `group` for a job about to be spawned from `here` (the calling
 /// thread's worker of the scope's pool, if it is one): from its credit
 /// frame, or added on its own from outside the pool.
 #[inline]
-fn take_unit(here: Option<&WorkerThread>, group: &Group) {
+pub(super) fn take_unit(here: Option<&WorkerThread>, group: &Group) {
     match here {
         Some(worker) => worker.unit_credit().take_unit(group),
         None => group.add_unit(),
@@ -66,8 +68,8 @@ fn take_unit(here: Option<&WorkerThread>, group: &Group) {
 /// assert_eq!(total.into_inner(), 5050);
 /// ```
 pub struct Scope<'scope> {
-    group: Group,
-    registry: Arc<Registry>,
+    pub(super) group: Group,
+    pub(super) registry: Arc<Registry>,
     /// Invariant in `'scope`, as rayon's: spawned closures may borrow for
     /// exactly the scope's lifetime.
     _marker: PhantomData<&'scope mut &'scope ()>,
@@ -184,37 +186,6 @@ where
     }
 }
 
-/// [`scope_fifo`] with `op` on the calling thread, as [`in_place_scope`]
-/// (rayon's `in_place_scope_fifo`). From outside every pool the spawned
-/// tasks go through the shared queue, FIFO already.
-///
-/// ```
-/// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
-/// let log = std::sync::Mutex::new(Vec::new());
-/// pool.install(|| sixfold::in_place_scope_fifo(|s| {
-///     for i in 0..3 {
-///         let log = &log;
-///         s.spawn_fifo(move |_| log.lock().unwrap().push(i));
-///     }
-/// }));
-/// assert_eq!(*log.lock().unwrap(), [0, 1, 2]);
-/// ```
-pub fn in_place_scope_fifo<'scope, OP, R>(op: OP) -> R
-where
-    OP: FnOnce(&ScopeFifo<'scope>) -> R,
-{
-    match WorkerThread::current() {
-        Some(worker) => {
-            let scope = ScopeFifo::new(worker);
-            finish_scope(worker, &scope.base, || op(&scope)).0
-        }
-        None => {
-            let scope = ScopeFifo::outside(global_registry());
-            finish_outside(&scope.base, || op(&scope)).0
-        }
-    }
-}
-
 /// [`in_place_scope`] whose tasks go to `registry`'s pool: `op` runs on
 /// the calling thread, which, if it is not one of that pool's workers,
 /// blocks until the tasks finished.
@@ -235,24 +206,6 @@ where
     }
 }
 
-/// [`in_place_scope_fifo`] whose tasks go to `registry`'s pool.
-pub(crate) fn in_place_scope_fifo_in<'scope, OP, R>(registry: &Arc<Registry>, op: OP) -> R
-where
-    OP: FnOnce(&ScopeFifo<'scope>) -> R,
-{
-    match (WorkerThread::current_in(registry), WorkerThread::current()) {
-        (Some(_), _) => in_place_scope_fifo(op),
-        (None, Some(foreign)) => {
-            let scope = ScopeFifo::with_base(Scope::for_foreign(registry, foreign));
-            finish_foreign(foreign, &scope.base, || op(&scope)).0
-        }
-        (None, None) => {
-            let scope = ScopeFifo::outside(registry);
-            finish_outside(&scope.base, || op(&scope)).0
-        }
-    }
-}
-
 /// `finish_scope` for a scope owned by a thread outside every pool: run the
 /// body here, then block until every spawned job finished.
 pub(super) fn finish_outside<R>(scope: &Scope<'_>, body: impl FnOnce() -> R) -> (R, bool) {
@@ -265,7 +218,7 @@ pub(super) fn finish_outside<R>(scope: &Scope<'_>, body: impl FnOnce() -> R) -> 
 /// (`Registry::enter`). Blocking the thread instead let two pools that
 /// call into each other deadlock: the scope's task needed this very
 /// worker back in its own pool.
-fn finish_foreign<R>(
+pub(super) fn finish_foreign<R>(
     foreign: &WorkerThread,
     scope: &Scope<'_>,
     body: impl FnOnce() -> R,
@@ -306,7 +259,7 @@ fn finish_then_wait<R>(
 impl<'scope> Scope<'scope> {
     /// A scope waited for by a thread outside every pool, whose jobs run in
     /// `registry`'s pool.
-    fn outside(registry: &Arc<Registry>) -> Self {
+    pub(super) fn outside(registry: &Arc<Registry>) -> Self {
         Scope {
             group: Group::structured(
                 CountLatch::for_thread(),
@@ -321,7 +274,7 @@ impl<'scope> Scope<'scope> {
     /// A scope of `registry`'s pool waited for by `foreign`, a worker of
     /// another pool, which keeps working on its own pool meanwhile (its
     /// latch wakes that worker), in its current isolation region.
-    fn for_foreign(registry: &Arc<Registry>, foreign: &WorkerThread) -> Self {
+    pub(super) fn for_foreign(registry: &Arc<Registry>, foreign: &WorkerThread) -> Self {
         let group = Group::structured(
             CountLatch::for_worker(foreign.registry().wake_owner(foreign.index())),
             OnPanic::RunAll,
@@ -339,7 +292,7 @@ impl<'scope> Scope<'scope> {
 
     /// A scope waited for by `worker`, in its current isolation region,
     /// a child of the scope or run whose work makes it (`is_cancelled`).
-    fn new(worker: &WorkerThread) -> Self {
+    pub(super) fn new(worker: &WorkerThread) -> Self {
         let registry = worker.registry();
         let group = Group::structured(
             CountLatch::for_worker(registry.wake_owner(worker.index())),
@@ -430,170 +383,8 @@ impl<'scope> Scope<'scope> {
     }
 }
 
-/// A scope whose tasks start in creation order on each worker; see
-/// [`scope_fifo`].
-///
-/// ```
-/// use std::sync::Mutex;
-/// fn push_all<'s>(s: &sixfold::ScopeFifo<'s>, log: &'s Mutex<Vec<u32>>) {
-///     for i in 0..4 {
-///         s.spawn_fifo(move |_| log.lock().unwrap().push(i));
-///     }
-/// }
-/// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
-/// let log = Mutex::new(Vec::new());
-/// pool.scope_fifo(|s| push_all(s, &log));
-/// assert_eq!(log.into_inner().unwrap(), [0, 1, 2, 3]); // one worker: oldest first
-/// ```
-pub struct ScopeFifo<'scope> {
-    base: Scope<'scope>,
-    /// One FIFO per worker slot: the real jobs spawned on that worker.
-    /// Made on a worker's first spawn (a scope on a big pool may be used
-    /// by few of its workers).
-    fifos: Box<[OnceLock<WorkerFifo<WorkerThread>>]>,
-}
-
-/// Run `op` with a [`ScopeFifo`]: like [`scope`], but the tasks one worker
-/// spawns start in the order they were spawned (per-thread FIFO), by the
-/// indirection of the Rayon RFC on FIFO scopes.
-///
-/// Spawning pushes the real job onto this scope's FIFO of the spawning
-/// worker and an *indirect* job onto that worker's deque; running an
-/// indirect job (by its worker, rule 3, or by a thief, rule 6) runs the
-/// front of the FIFO it points at. So one worker processes its own spawns
-/// oldest first, and a thief that takes one continues with what that task
-/// spawns before it returns for more; nested scopes and `join` still run
-/// innermost first.
-///
-/// ```
-/// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
-/// let log = std::sync::Mutex::new(Vec::new());
-/// pool.scope_fifo(|s| {
-///     for i in 0..3 {
-///         let log = &log;
-///         s.spawn_fifo(move |_| log.lock().unwrap().push(i));
-///     }
-/// });
-/// assert_eq!(*log.lock().unwrap(), [0, 1, 2]);
-/// ```
-pub fn scope_fifo<'scope, OP, R>(op: OP) -> R
-where
-    OP: FnOnce(&ScopeFifo<'scope>) -> R + Send,
-    R: Send,
-{
-    match WorkerThread::current() {
-        Some(worker) => {
-            let scope = ScopeFifo::new(worker);
-            finish_scope(worker, &scope.base, || op(&scope)).0
-        }
-        None => global_registry().in_worker(|_| scope_fifo(op)),
-    }
-}
-
-impl<'scope> ScopeFifo<'scope> {
-    /// The plain scope underneath (its group and registry).
-    pub(super) fn base(&self) -> &Scope<'scope> {
-        &self.base
-    }
-
-    /// A FIFO scope waited for by `worker`.
-    pub(super) fn new(worker: &WorkerThread) -> Self {
-        Self::with_base(Scope::new(worker))
-    }
-
-    /// A FIFO scope waited for by a thread outside every pool.
-    fn outside(registry: &Arc<Registry>) -> Self {
-        Self::with_base(Scope::outside(registry))
-    }
-
-    fn with_base(base: Scope<'scope>) -> Self {
-        let fifos = (0..base.registry.num_slots())
-            .map(|_| OnceLock::new())
-            .collect();
-        ScopeFifo { base, fifos }
-    }
-
-    /// [`Scope::cancel`] for a FIFO scope.
-    ///
-    /// ```
-    /// let outcome = sixfold::scope_fifo_cancellable(|s| {
-    ///     s.spawn_fifo(|s| s.cancel());
-    /// });
-    /// assert_eq!(outcome, Err(sixfold::Cancelled));
-    /// ```
-    pub fn cancel(&self) {
-        self.base.cancel();
-    }
-
-    /// [`Scope::is_cancelled`] for a FIFO scope.
-    ///
-    /// ```
-    /// sixfold::scope_fifo(|s| assert!(!s.is_cancelled()));
-    /// ```
-    pub fn is_cancelled(&self) -> bool {
-        self.base.is_cancelled()
-    }
-
-    /// Spawn `body` into the scope, behind this worker's earlier spawns.
-    ///
-    /// ```
-    /// use std::sync::Mutex;
-    /// let pool = sixfold::Pool::builder().num_threads(1).build().unwrap();
-    /// let log = Mutex::new(Vec::new());
-    /// let log = &log;
-    /// pool.scope_fifo(|s| {
-    ///     s.spawn_fifo(move |s| {
-    ///         log.lock().unwrap().push("first");
-    ///         s.spawn_fifo(move |_| log.lock().unwrap().push("spawned by first"));
-    ///     });
-    ///     s.spawn_fifo(move |_| log.lock().unwrap().push("second"));
-    /// });
-    /// assert_eq!(*log.lock().unwrap(), ["first", "second", "spawned by first"]);
-    /// ```
-    pub fn spawn_fifo<BODY>(&self, body: BODY)
-    where
-        BODY: FnOnce(&ScopeFifo<'scope>) + Send + 'scope,
-    {
-        let here = WorkerThread::current_in(&self.base.registry);
-        take_unit(here, &self.base.group);
-        let region = self.base.group.region();
-        // SAFETY: the unit just taken keeps the scope alive for the job.
-        let job_ref = unsafe { ScopeJob::into_job_ref(self, body, region) };
-        match here {
-            // Spawned from another isolated region than the scope's: the
-            // worker's FIFO may hold jobs of the scope's region ahead of
-            // it, which a wait of this region must not run through the
-            // indirection. Plain LIFO instead (the one case that loses
-            // FIFO order).
-            Some(worker) if worker.region() != region => worker.push(job_ref),
-            Some(worker) => {
-                let index = worker.index();
-                let fifo = self.fifos[index].get_or_init(|| WorkerFifo::new(index));
-                // SAFETY: we are worker `index`; the FIFO lives as long as
-                // the scope, which waits for the real job the indirect job
-                // will run.
-                worker.push(unsafe { fifo.push(index, job_ref) });
-            }
-            // From outside the pool the shared queue is FIFO already.
-            None => {
-                let place = self.base.group.used_shared_queue().note();
-                self.base.registry.inject_at(job_ref, None, place)
-            }
-        }
-    }
-}
-
-impl ScopeKind for ScopeFifo<'_> {
-    const NODE_MEMORY: bool = true;
-
-    fn group(this: *const Self) -> *const Group {
-        // SAFETY: only called with a live scope (the caller holds a unit).
-        unsafe { &raw const (*this).base.group }
-    }
-}
-
 /// What a scope job needs of its scope (LIFO or FIFO).
-trait ScopeKind {
+pub(super) trait ScopeKind {
     fn group(this: *const Self) -> *const Group;
     /// Whether the scope's jobs live in node memory (`node_alloc`) rather
     /// than the system allocator's. Measured: FIFO jobs travel through the
@@ -615,7 +406,7 @@ impl ScopeKind for Scope<'_> {
 }
 
 /// A spawned closure and the scope it belongs to.
-struct ScopeJob<S, BODY> {
+pub(super) struct ScopeJob<S, BODY> {
     scope: *const S,
     body: BODY,
 }
@@ -630,7 +421,7 @@ where
     /// # Safety
     /// The caller added a unit to the scope's group for this job, so the
     /// scope outlives it.
-    unsafe fn into_job_ref(scope: &S, body: BODY, region: Region) -> JobRef {
+    pub(super) unsafe fn into_job_ref(scope: &S, body: BODY, region: Region) -> JobRef {
         let layout = Layout::new::<Self>();
         let memory = if S::NODE_MEMORY {
             node_alloc::allocate(layout)
@@ -702,5 +493,4 @@ where
 const _: () = {
     const fn assert_sync<T: Sync>() {}
     assert_sync::<Scope<'static>>();
-    assert_sync::<ScopeFifo<'static>>();
 };

@@ -3,7 +3,8 @@
 //! scope or run they are nested in). How a cancel spreads and why it never
 //! loses a unit is `src/cancel.rs`'s.
 
-use super::scope::{Scope, ScopeFifo, finish_scope, scope_on_worker};
+use super::scope::{Scope, finish_scope, scope_on_worker};
+use super::scope_fifo::ScopeFifo;
 use crate::cancel::Cancelled;
 use crate::worker::global::global_registry;
 use crate::worker::thread::WorkerThread;
