@@ -17,7 +17,10 @@
 //! * `stencil_replay/98304x2000`: a three-point stencil over two 768 KiB
 //!   f64 arrays, 2,000 steps of one loop each: the affinity partitioner
 //!   against rayon, against auto and against the sequential loop, and the
-//!   share of pieces that ran on the worker of the previous step; and
+//!   share of pieces that ran on the worker of the previous step;
+//!   `stencil_replay_floor`, plain threads with a fixed share each and a
+//!   spinning barrier a step, against rayon (what any two-way split of
+//!   this body can reach on the machine); and
 //!   `stencil_replay_vectorised`, the same with a body that vectorises
 //!   (a fifth of the work a step), which shows what a step's fixed cost
 //!   weighs when the body is short.
@@ -399,7 +402,59 @@ struct StencilTimes {
     auto: Duration,
     rayon: Duration,
     sequential: Duration,
+    /// No scheduler at all: see `static_split_floor`.
+    floor: Duration,
     kept_share: f64,
+}
+
+/// The stencil on plain threads, one per pool thread, each with a fixed
+/// contiguous share of the cells, meeting at a spinning barrier after
+/// every step: no scheduler, no fork, no sleep, no wake-up. This is the
+/// floor a two-way loop can reach on this machine for this body (a
+/// scheduler can only add to it, or win back an uneven split), which
+/// tells whether a target against rayon is reachable at all.
+fn static_split_floor(threads: usize, body: StencilBody) -> Duration {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    /// The two fields, shared by the threads; each step writes disjoint
+    /// shares of one field and reads the other.
+    struct Fields([*mut f64; 2]);
+    // SAFETY: the threads touch the fields only as `share` below says.
+    unsafe impl Sync for Fields {}
+    let (mut cur, mut next) = (field(), field());
+    let fields = Fields([cur.as_mut_ptr(), next.as_mut_ptr()]);
+    let arrived = AtomicUsize::new(0);
+    let n = STENCIL_CELLS;
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (fields, arrived) = (&fields, &arrived);
+            s.spawn(move || {
+                let share = n * t / threads..n * (t + 1) / threads;
+                for step in 0..STENCIL_STEPS {
+                    let (from, to) = (fields.0[step % 2], fields.0[(step + 1) % 2]);
+                    // SAFETY: during a step every thread reads `from`
+                    // whole and writes only its own share of `to`; the
+                    // barrier below (AcqRel on `arrived`) orders each
+                    // step's writes before the next step's reads, and the
+                    // two vectors outlive the scope.
+                    let (cur, out) = unsafe {
+                        (
+                            std::slice::from_raw_parts(from, n),
+                            std::slice::from_raw_parts_mut(to.add(share.start), share.len()),
+                        )
+                    };
+                    body(cur, out, share.start);
+                    arrived.fetch_add(1, Ordering::AcqRel);
+                    while arrived.load(Ordering::Acquire) < threads * (step + 1) {
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+        }
+    });
+    let took = start.elapsed();
+    black_box((&mut cur, &mut next));
+    took
 }
 
 fn time_stencil(ours: &Pool, theirs: &rayon::ThreadPool, body: StencilBody) -> StencilTimes {
@@ -426,6 +481,7 @@ fn time_stencil(ours: &Pool, theirs: &rayon::ThreadPool, body: StencilBody) -> S
     let mut auto_times = Vec::new();
     let mut rayon_times = Vec::new();
     let mut seq_times = Vec::new();
+    let mut floor_times = Vec::new();
     for _ in 0..5 {
         // The share of every step's pieces, not only the last step's.
         let mut kept_sum = 0.0;
@@ -456,6 +512,7 @@ fn time_stencil(ours: &Pool, theirs: &rayon::ThreadPool, body: StencilBody) -> S
         }
         seq_times.push(start.elapsed());
         black_box(&cur);
+        floor_times.push(static_split_floor(threads, body));
     }
     kept.sort_by(f64::total_cmp);
     StencilTimes {
@@ -463,6 +520,7 @@ fn time_stencil(ours: &Pool, theirs: &rayon::ThreadPool, body: StencilBody) -> S
         auto: median(auto_times),
         rayon: median(rayon_times),
         sequential: median(seq_times),
+        floor: median(floor_times),
         kept_share: kept[kept.len() / 2],
     }
 }
@@ -490,6 +548,15 @@ pub(super) fn bench_stencil_replay(ours: &Pool, theirs: &rayon::ThreadPool) {
         "stencil_replay_vs_sequential",
         t.affinity.as_secs_f64() / t.sequential.as_secs_f64(),
         "affinity partitioner / sequential loop",
+    );
+    line(
+        "stencil_replay_floor",
+        t.floor.as_secs_f64() / t.rayon.as_secs_f64(),
+        &format!(
+            "plain threads with a fixed share each and a spinning barrier a step (no scheduler) / rayon: \
+             what a two-way split of this body can reach here, {:.3} ns a cell (no target)",
+            ns_a_cell(t.floor)
+        ),
     );
     line(
         "stencil_replay_auto",
