@@ -16,7 +16,8 @@
 //! node of both sides and of the sequential floor: the same node work in
 //! topological order on one thread. The binary tree and the wavefront also
 //! print `<shape>_two_vs_one`: the prebuilt graph on the bench's pool
-//! against a pool of one worker (two workers must never be slower).
+//! against a pool of one worker (two workers must never be slower), and
+//! `<shape>_two_vs_one_rayon`, the same for rayon's program.
 
 use super::{Side, compare, ms, side};
 use sixfold::{Graph, Pool};
@@ -310,6 +311,26 @@ fn bench_shape(
             on_two.push(time(ours));
         }
         let (on_one, on_two) = (super::median(on_one), super::median(on_two));
+        // The same question for rayon's program: does this shape gain from
+        // a second worker on this machine at all?
+        let rayon_one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("rayon pool");
+        let time_rayon = |pool: &rayon::ThreadPool| {
+            csr.reset();
+            let start = Instant::now();
+            csr.run(pool, &theirs_counters, true);
+            start.elapsed()
+        };
+        time_rayon(&rayon_one);
+        let (mut rayon_on_one, mut rayon_on_two) = (Vec::new(), Vec::new());
+        for _ in 0..RUNS {
+            rayon_on_one.push(time_rayon(&rayon_one));
+            rayon_on_two.push(time_rayon(theirs));
+        }
+        let (rayon_on_one, rayon_on_two) =
+            (super::median(rayon_on_one), super::median(rayon_on_two));
         let short = name.split('/').next().unwrap_or(name);
         println!(
             "{short}_two_vs_one {:.3}",
@@ -320,6 +341,16 @@ fn bench_shape(
             super::threads(),
             ms(on_two),
             ms(on_one)
+        );
+        println!(
+            "{short}_two_vs_one_rayon {:.3}",
+            rayon_on_two.as_secs_f64() / rayon_on_one.as_secs_f64()
+        );
+        println!(
+            "#   {short}_two_vs_one_rayon: rayon's program on {} workers {:.3} ms, on one {:.3} ms (no target: whether the shape gains from a second core here)",
+            super::threads(),
+            ms(rayon_on_two),
+            ms(rayon_on_one)
         );
     }
 }
