@@ -1,5 +1,6 @@
-//! The sleep protocol, the core latch, the deque, the pipeline gates and
-//! the mailbox proxies, opened up for the loom models in `tests/loom_*.rs`.
+//! The sleep protocol, the core latch, the deque, the pipeline gates, the
+//! mailbox proxies and a task node's pending count, opened up for the
+//! loom models in `tests/loom_*.rs`.
 //! Only compiled under `--cfg loom`; not part of the API.
 #![doc(hidden)]
 #![allow(missing_docs)]
@@ -254,4 +255,43 @@ impl Default for LoomLent {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Release one unit of a task node's pending count (`task/node/run.rs`):
+/// true if it was the last.
+pub fn loom_release_count(pending: &crate::platform::sync::AtomicU32) -> bool {
+    crate::task::node::release_count(pending)
+}
+
+/// Release one unit of a task node's pending count, beside its other
+/// holder, the job `sibling`, if the count is 2 and that job is the
+/// newest on `deque` (it is popped then; any other job popped goes back).
+pub fn loom_release_or_sibling(
+    pending: &crate::platform::sync::AtomicU32,
+    deque: &LoomDeque,
+    sibling: u32,
+) -> LoomRelease {
+    let released = crate::task::node::release_or_sibling(pending, || {
+        let job = deque.pop()?;
+        if job == sibling {
+            Some(job)
+        } else {
+            deque.push(job);
+            None
+        }
+    });
+    match released {
+        crate::task::node::Release::Last => LoomRelease::Last,
+        crate::task::node::Release::NotLast => LoomRelease::NotLast,
+        crate::task::node::Release::Sibling(_) => LoomRelease::Sibling,
+    }
+}
+
+/// What `loom_release_or_sibling` did: our unit was the last; others are
+/// left; or the sibling was popped and runs next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LoomRelease {
+    Last,
+    NotLast,
+    Sibling,
 }

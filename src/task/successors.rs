@@ -81,6 +81,13 @@ impl<N> Successors<N> {
         }
     }
 
+    /// Is `node` the one and only successor? (A single successor is the
+    /// untagged word itself.)
+    #[inline(always)]
+    pub(crate) fn is_only(&self, node: NonNull<N>) -> bool {
+        self.word == node.as_ptr().cast::<()>()
+    }
+
     #[inline(always)]
     pub(crate) fn is_empty(&self) -> bool {
         self.word.is_null()

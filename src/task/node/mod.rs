@@ -42,3 +42,5 @@ mod run;
 
 pub(crate) use api::submit_all;
 pub use api::{Context, Continuation, Task, TaskRef};
+#[cfg(loom)]
+pub(crate) use run::{Release, release_count, release_or_sibling};

@@ -15,7 +15,12 @@
 //! - The last unit is released by an Acquire load that sees 1 and a plain
 //!   store: a unit is added only by the holder of another unit (a handle,
 //!   or the running predecessor a `Continuation` belongs to), so when the
-//!   count is 1 and the unit is ours, no other thread can change it.
+//!   count is 1 and the unit is ours, no other thread can change it. For
+//!   the same reason, a count of 2 whose other unit belongs to a job we
+//!   just popped off our own deque is released by a plain store of 1
+//!   (`finish_beside_sibling`: a continuation-passing fork, whose spawned
+//!   child is still on top when the recycled parent finishes);
+//!   `tests/loom_sibling.rs` races it against a thief.
 //! - A ready node is run by one worker, once per readiness (a recycled node
 //!   is ready again, as a new job).
 //! - A cancelled node, or one whose group is cancelled, is completed
@@ -28,7 +33,7 @@
 
 use super::layout::{self, Header, Memory, NO_AFFINITY, RunState, header};
 use crate::observe::stats::Rule;
-use crate::platform::sync::Ordering;
+use crate::platform::sync::{AtomicU32, Ordering};
 use crate::platform::unwind;
 use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY, SharedPlace};
 use crate::queues::region::Region;
@@ -127,7 +132,13 @@ impl ReadyNode {
 /// the caller owns it.
 #[inline]
 pub(super) fn release_hold(node: NonNull<Header>) -> Option<ReadyNode> {
-    let pending = &header(node).pending;
+    release_count(&header(node).pending).then_some(ReadyNode { node })
+}
+
+/// Release one unit of a pending count; true if it was the last (the
+/// caller owns the node now).
+#[inline]
+pub(crate) fn release_count(pending: &AtomicU32) -> bool {
     // Fast path: our unit is the only one left, so nobody else can touch
     // the count: a unit can only be added by a holder of another unit (a
     // handle, or the running node a `Continuation` belongs to, which is
@@ -136,11 +147,56 @@ pub(super) fn release_hold(node: NonNull<Header>) -> Option<ReadyNode> {
     // Acquire pairs with the release of every earlier decrement.
     if pending.load(Ordering::Acquire) == 1 {
         pending.store(0, Ordering::Relaxed);
-        return Some(ReadyNode { node });
+        return true;
     }
     // AcqRel: release our writes to the node to its next owner, acquire the
     // writes of every earlier releaser if we are that owner.
-    (pending.fetch_sub(1, Ordering::AcqRel) == 1).then_some(ReadyNode { node })
+    pending.fetch_sub(1, Ordering::AcqRel) == 1
+}
+
+/// What releasing a unit beside a sibling did (`release_or_sibling`).
+pub(crate) enum Release<J> {
+    /// Ours was the last unit: the node is ready, and the caller owns it.
+    Last,
+    /// Units are left to other holders.
+    NotLast,
+    /// The count was 2 and its other holder was the job `take_sibling`
+    /// gave back: our unit is released, and that job runs next.
+    Sibling(J),
+}
+
+/// Release our unit of a pending count, as `release_count` does, but when
+/// the count is 2 ask `take_sibling` first for the job on top of our own
+/// deque if it holds the other unit (it gives the job back only if so,
+/// and leaves the deque as it was otherwise): then a plain store of 1
+/// releases ours. One load decides. See `finish_beside_sibling` for why
+/// the count cannot move between that load and the store.
+#[inline(always)]
+pub(crate) fn release_or_sibling<J>(
+    pending: &AtomicU32,
+    take_sibling: impl FnOnce() -> Option<J>,
+) -> Release<J> {
+    // Acquire: as in `release_count`.
+    match pending.load(Ordering::Acquire) {
+        1 => {
+            pending.store(0, Ordering::Relaxed);
+            return Release::Last;
+        }
+        2 => {
+            if let Some(job) = take_sibling() {
+                // Our unit, released: the sibling holds the last one.
+                pending.store(1, Ordering::Relaxed);
+                return Release::Sibling(job);
+            }
+        }
+        _ => {}
+    }
+    // As in `release_count`: the count may have moved since the load.
+    if pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+        Release::Last
+    } else {
+        Release::NotLast
+    }
 }
 
 /// Complete cancelled nodes without running them, with no worker at hand:
@@ -356,7 +412,7 @@ unsafe fn execute_node(mut node: NonNull<Header>, worker: &WorkerThread) -> Opti
                     return unsafe { complete(node, worker, false, bypass) };
                 }
                 // SAFETY: we own the node.
-                return match unsafe { finish(node, worker, false, None) } {
+                return match unsafe { finish_beside_sibling(node, worker) } {
                     // Rule 2 right here, as the worker's loop would run the
                     // successor next (counted, and checked for cancellation
                     // at the top), without a trip through it. (Not into or
@@ -367,6 +423,13 @@ unsafe fn execute_node(mut node: NonNull<Header>, worker: &WorkerThread) -> Opti
                     {
                         worker.count_task(Rule::Successor);
                         node = ready.node;
+                        continue 'nodes;
+                    }
+                    // Our successor waits for the child we took off our
+                    // deque, and for nothing else: run it (rule 3).
+                    LeftToRun::Sibling(job) => {
+                        worker.count_task(Rule::OwnDeque);
+                        node = job.pointer().cast();
                         continue 'nodes;
                     }
                     // Nothing made ready: rule 3 right here when the loop
@@ -446,6 +509,10 @@ enum LeftToRun {
     Bypass(JobRef),
     /// A successor it made ready that may run here (rule 2).
     Successor(ReadyNode),
+    /// The newest job of our deque, taken off it: a task node whose only
+    /// successor is ours, which now waits for it alone (rule 3,
+    /// `finish_beside_sibling`).
+    Sibling(JobRef),
 }
 
 impl LeftToRun {
@@ -460,6 +527,10 @@ impl LeftToRun {
             LeftToRun::Successor(ready) => Some(Next {
                 job: ready.into_job(),
                 rule: Rule::Successor,
+            }),
+            LeftToRun::Sibling(job) => Some(Next {
+                job,
+                rule: Rule::OwnDeque,
             }),
         }
     }
@@ -494,6 +565,75 @@ unsafe fn finish(
     }
 }
 
+/// [`finish`] for a node that ran to its end and handed nothing back, on
+/// the path where the worker's loop takes its deque's newest job next.
+///
+/// A continuation-passing fork leaves its continuation waiting for two
+/// children: the forking node itself, recycled, and the child it spawned,
+/// which is still on top of the deque when the first finishes (unless a
+/// thief took it). Releasing our unit by a read-modify-write and then
+/// popping that child costs a locked instruction the pop makes needless:
+/// once the child is ours, the continuation's two units are ours and the
+/// child's, so no other thread can touch its count. So when the count is
+/// 2, we pop first; if the job popped is a task node whose only
+/// successor is ours, a plain store releases our unit and the child runs
+/// next. Any other job goes back on top, and the release is the usual
+/// one.
+///
+/// Why the count cannot change between our load and our store: units are
+/// released by their holders and added only by the holder of another
+/// (`release_hold`). A count of 2 with our unit and the child's (a node
+/// not completed holds one unit of each successor) leaves no other
+/// holder; the child was on our deque until the pop, not running, and a
+/// thief that took it first makes the pop return something else. The
+/// next release (by the child, or whoever its unit passes to) reads 1
+/// after our store: on this thread, or on one that got the unit through
+/// a queue or count whose synchronisation follows our store.
+///
+/// # Safety
+/// As for [`finish`].
+#[inline(always)]
+unsafe fn finish_beside_sibling(node: NonNull<Header>, worker: &WorkerThread) -> LeftToRun {
+    // SAFETY: we own the node, and it completed: nothing points at it.
+    let Remains { successors, unit } = unsafe { free_node(node) };
+    let successor = match successors.split() {
+        Split::None => None,
+        Split::One(only) => {
+            match release_or_sibling(&header(only).pending, || take_sibling(only, worker)) {
+                Release::Sibling(job) => {
+                    release_unit(unit);
+                    return LeftToRun::Sibling(job);
+                }
+                Release::Last => made_ready(ReadyNode { node: only }, true, worker),
+                Release::NotLast => None,
+            }
+        }
+        Split::Many(all) => release_all(all, false, true, worker),
+    };
+    release_unit(unit);
+    match successor {
+        Some(ready) => LeftToRun::Successor(ready),
+        None => LeftToRun::Nothing,
+    }
+}
+
+/// Pop our deque's newest job if it is a task node whose only successor
+/// is `s`; else leave the deque as it was. See `finish_beside_sibling`.
+#[inline(always)]
+fn take_sibling(s: NonNull<Header>, worker: &WorkerThread) -> Option<JobRef> {
+    let job =
+        worker.pop_own_task_in_main_loop(|job| job.is_plain_run_by(execute_job as ExecuteFn))?;
+    // SAFETY: a plain task-node job popped by its owner: the node is
+    // ours until we run it or push it back, and so is its `meta`.
+    let meta = unsafe { &*header(job.pointer().cast::<Header>()).meta.get() };
+    if meta.successors.is_only(s) {
+        return Some(job);
+    }
+    // Back on top, as it was (it was announced when first pushed).
+    worker.push_quiet(job);
+    None
+}
+
 /// [`finish`], with what it leaves to run as the worker loop's next job.
 ///
 /// # Safety
@@ -522,10 +662,16 @@ fn release_successor(
     if failed {
         header(s).cancelled.store(true, Ordering::Relaxed);
     }
-    let ready = release_hold(s)?;
-    if header(s).cancelled.load(Ordering::Relaxed) {
+    made_ready(release_hold(s)?, may_take, worker)
+}
+
+/// A successor our release made ready: the next job when `may_take` and
+/// it may run here, routed otherwise (or completed unrun if cancelled).
+#[inline(always)]
+fn made_ready(ready: ReadyNode, may_take: bool, worker: &WorkerThread) -> Option<ReadyNode> {
+    if header(ready.node).cancelled.load(Ordering::Relaxed) {
         // Never runs: complete it (and what it cancels) here.
-        cancel_chain(s);
+        cancel_chain(ready.node);
         None
     } else if may_take && ready.is_local_to(worker.index()) {
         Some(ready)
