@@ -23,15 +23,24 @@
 //! is a race the memory model allows, so neither ThreadSanitizer nor Miri
 //! has anything to report, where crossbeam needs a volatile read.
 //!
+//! A deque nobody steals from (the one deque of a pool with one worker
+//! slot: rule 6 has no other worker to visit) is made `unshared`: its pop
+//! is the LIFO pop without the SeqCst fence and the claim of the last
+//! item, which exist only to arbitrate with thieves. The fence is most
+//! of a fork-join's cost on one worker (half of `join`'s samples fall on
+//! the load after it).
+//!
 //! Invariants: only the owner (the one `Worker`) pushes, pops and grows
 //! the buffer; `front` never decreases, so a thief's claim (a CAS of
 //! `front` from the index it read) fails if anyone took that index first;
-//! every buffer ever installed lives until the last handle is dropped.
+//! every buffer ever installed lives until the last handle is dropped;
+//! nobody calls `steal` on an unshared deque, so its `front` never moves.
 
 use super::deque::{Steal, Words};
 use crossbeam_utils::CachePadded;
+use std::cell::Cell;
 use std::marker::PhantomData;
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use std::sync::atomic::{self, AtomicIsize, AtomicPtr, Ordering};
 
@@ -107,6 +116,8 @@ impl<T> Drop for Inner<T> {
 #[derive(Clone, Copy)]
 enum Flavor {
     Lifo,
+    /// LIFO, and no thief ever steals (see the module documentation).
+    LifoUnshared,
     Fifo,
 }
 
@@ -115,9 +126,65 @@ enum Flavor {
 /// are as Send and Sync as their items: the rest is atomics.)
 pub(crate) struct Worker<T> {
     inner: Arc<CachePadded<Inner<T>>>,
+    /// The current buffer's slots, as the owner installed them: only the
+    /// owner replaces the buffer, so its own copy is always current, and a
+    /// push or pop reaches its slot without the chain of loads through
+    /// `inner` (the pop back of a fork-join waits on that chain).
+    ring: Cell<Ring>,
     flavor: Flavor,
-    _not_sync: PhantomData<std::cell::Cell<()>>,
 }
+
+/// Where the current buffer's slots are (`Worker::ring`).
+#[derive(Clone, Copy)]
+struct Ring {
+    slots: NonNull<Slot>,
+    /// The capacity minus one (a power of two minus one).
+    mask: usize,
+}
+
+impl Ring {
+    fn of(buffer: &Buffer) -> Ring {
+        Ring {
+            // From the whole slice, so the pointer may reach every slot.
+            slots: NonNull::from(&*buffer.slots).cast::<Slot>(),
+            mask: buffer.slots.len() - 1,
+        }
+    }
+
+    #[inline(always)]
+    fn slot(&self, index: isize) -> &Slot {
+        // SAFETY: the mask keeps the index within the buffer's slots, and
+        // the buffer lives as long as the deque (buffers are freed only in
+        // `Inner`'s `Drop`).
+        unsafe { &*self.slots.as_ptr().add(index as usize & self.mask) }
+    }
+
+    #[inline(always)]
+    fn read(&self, index: isize) -> [*mut (); 2] {
+        let slot = self.slot(index);
+        [
+            slot[0].load(Ordering::Relaxed),
+            slot[1].load(Ordering::Relaxed),
+        ]
+    }
+
+    #[inline(always)]
+    fn write(&self, index: isize, words: [*mut (); 2]) {
+        let slot = self.slot(index);
+        slot[0].store(words[0], Ordering::Relaxed);
+        slot[1].store(words[1], Ordering::Relaxed);
+    }
+
+    fn capacity(&self) -> usize {
+        self.mask + 1
+    }
+}
+
+// SAFETY: `ring` points into a buffer owned by `inner`, which moves with
+// the worker end, and only that end reads it (one thread at a time: the
+// `Cell` keeps it from being `Sync`). The bound is the one the `Arc` of
+// `inner` asked for before `ring` existed.
+unsafe impl<T: Send + Sync> Send for Worker<T> {}
 
 /// A thief's end: steal from the front.
 pub(crate) struct Stealer<T> {
@@ -137,20 +204,28 @@ impl<T: Words> Worker<T> {
         Self::new(Flavor::Lifo)
     }
 
+    /// A LIFO deque whose stealer is never asked to steal (only whether it
+    /// is empty): the owner's pop needs no fence.
+    pub(crate) fn new_lifo_unshared() -> Self {
+        Self::new(Flavor::LifoUnshared)
+    }
+
     pub(crate) fn new_fifo() -> Self {
         Self::new(Flavor::Fifo)
     }
 
     fn new(flavor: Flavor) -> Self {
+        let buffer = Buffer::alloc(MIN_CAP, ptr::null_mut());
         Worker {
             inner: Arc::new(CachePadded::new(Inner {
                 front: AtomicIsize::new(0),
                 back: AtomicIsize::new(0),
-                buffer: CachePadded::new(AtomicPtr::new(Buffer::alloc(MIN_CAP, ptr::null_mut()))),
+                buffer: CachePadded::new(AtomicPtr::new(buffer)),
                 _items: PhantomData,
             })),
+            // SAFETY: just made, and it lives as long as `inner`.
+            ring: Cell::new(Ring::of(unsafe { &*buffer })),
             flavor,
-            _not_sync: PhantomData,
         }
     }
 
@@ -160,13 +235,10 @@ impl<T: Words> Worker<T> {
         }
     }
 
-    /// The current buffer, as the owner sees it.
-    #[inline]
-    fn buffer(&self) -> &Buffer {
-        // SAFETY: the owner is the only one to replace the buffer, so a
-        // relaxed load gives its own last store; buffers live as long as
-        // `inner` (they are freed only in its `Drop`).
-        unsafe { &*self.inner.buffer.load(Ordering::Relaxed) }
+    /// The current buffer's slots, as the owner sees them.
+    #[inline(always)]
+    fn buffer(&self) -> Ring {
+        self.ring.get()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -180,7 +252,7 @@ impl<T: Words> Worker<T> {
         // Acquire: a thief's read of a slot happens before we reuse it.
         let f = self.inner.front.load(Ordering::Acquire);
         let mut buffer = self.buffer();
-        if b.wrapping_sub(f) >= buffer.slots.len() as isize {
+        if b.wrapping_sub(f) >= buffer.capacity() as isize {
             buffer = self.grow(f, b);
         }
         buffer.write(b, item.into_words());
@@ -196,9 +268,12 @@ impl<T: Words> Worker<T> {
     /// Replace the full buffer by one twice its size holding items `f..b`;
     /// the old one is kept (thieves may be reading it).
     #[cold]
-    fn grow(&self, f: isize, b: isize) -> &Buffer {
+    fn grow(&self, f: isize, b: isize) -> Ring {
+        // The owner is the only one to replace the buffer: a relaxed load
+        // gives its own last store.
         let old = self.inner.buffer.load(Ordering::Relaxed);
-        // SAFETY: as in `buffer`.
+        // SAFETY: buffers live as long as `inner` (they are freed only in
+        // its `Drop`).
         let old_ref = unsafe { &*old };
         let new = Buffer::alloc(old_ref.slots.len() * 2, old);
         // SAFETY: just made, not yet shared.
@@ -210,7 +285,9 @@ impl<T: Words> Worker<T> {
         }
         // Release: a thief that loads the new buffer sees the copies.
         self.inner.buffer.store(new, Ordering::Release);
-        new_ref
+        let ring = Ring::of(new_ref);
+        self.ring.set(ring);
+        ring
     }
 
     /// Pop at the owner's end: the back (LIFO) or the front (FIFO).
@@ -218,6 +295,7 @@ impl<T: Words> Worker<T> {
     pub(crate) fn pop(&self) -> Option<T> {
         match self.flavor {
             Flavor::Lifo => self.pop_back(),
+            Flavor::LifoUnshared => self.pop_back_unshared(),
             Flavor::Fifo => self.pop_front(),
         }
     }
@@ -259,6 +337,22 @@ impl<T: Words> Worker<T> {
         }
         // SAFETY: slot `b` holds the words of an item we pushed, and it is
         // ours: thieves take only indices below `back`, and `f < b`.
+        Some(unsafe { T::from_words(self.buffer().read(b)) })
+    }
+
+    /// `pop_back` of a deque nobody steals from: `front` never moves, so
+    /// the back item is ours without a fence or a claim.
+    #[inline(always)]
+    fn pop_back_unshared(&self) -> Option<T> {
+        let b = self.inner.back.load(Ordering::Relaxed);
+        let f = self.inner.front.load(Ordering::Relaxed);
+        if b.wrapping_sub(f) <= 0 {
+            return None;
+        }
+        let b = b.wrapping_sub(1);
+        self.inner.back.store(b, Ordering::Relaxed);
+        // SAFETY: slot `b` holds the words of an item we pushed, and no
+        // thief takes any item of an unshared deque.
         Some(unsafe { T::from_words(self.buffer().read(b)) })
     }
 
@@ -396,6 +490,36 @@ mod tests {
         assert_eq!(w.pop(), None);
         assert!(w.is_empty() && s.is_empty());
         assert_eq!(s.steal(), Steal::Empty);
+    }
+
+    #[test]
+    fn unshared_pops_newest_across_growth_and_after_a_move() {
+        let w = Worker::new_lifo_unshared();
+        assert_eq!(w.pop(), None);
+        for i in 0..1000 {
+            w.push(Pair(i, !i));
+        }
+        for i in (500..1000).rev() {
+            assert_eq!(w.pop(), Some(Pair(i, !i)));
+        }
+        // Another thread takes the owner's end (a pool without threads
+        // hands its guest slot on): the cached ring goes with it.
+        let w = std::thread::spawn(move || {
+            for i in 1000..1200 {
+                w.push(Pair(i, !i));
+            }
+            for i in (1000..1200).rev() {
+                assert_eq!(w.pop(), Some(Pair(i, !i)));
+            }
+            w
+        })
+        .join()
+        .unwrap();
+        for i in (0..500).rev() {
+            assert_eq!(w.pop(), Some(Pair(i, !i)));
+        }
+        assert_eq!(w.pop(), None);
+        assert!(w.is_empty() && w.stealer().is_empty());
     }
 
     #[test]

@@ -72,6 +72,9 @@ mod stand_in {
                 fifo: false,
             }
         }
+        pub(crate) fn new_lifo_unshared() -> Self {
+            Self::new_lifo()
+        }
         pub(crate) fn new_fifo() -> Self {
             Worker {
                 items: Arc::new(Mutex::new(VecDeque::new())),

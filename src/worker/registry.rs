@@ -133,7 +133,14 @@ impl<W: Runner> Registry<W> {
             });
         }
         let num_slots = config.num_threads.max(1);
-        let deques: Vec<Worker<JobRef<W>>> = (0..num_slots).map(|_| Worker::new_lifo()).collect();
+        // One slot: no other worker's rule 6 ever visits its deque (the
+        // victims are the other slots), so it pops without a fence.
+        let deques: Vec<Worker<JobRef<W>>> = (0..num_slots)
+            .map(|_| match num_slots {
+                1 => Worker::new_lifo_unshared(),
+                _ => Worker::new_lifo(),
+            })
+            .collect();
         let thread_infos = deques
             .iter()
             .enumerate()
