@@ -271,15 +271,24 @@ pub fn loom_release_or_sibling(
     deque: &LoomDeque,
     sibling: u32,
 ) -> LoomRelease {
-    let released = crate::task::node::release_or_sibling(pending, || {
-        let job = deque.pop()?;
-        if job == sibling {
-            Some(job)
-        } else {
-            deque.push(job);
-            None
+    /// `sibling` on top of `deque`.
+    struct OnTop<'d> {
+        deque: &'d LoomDeque,
+        sibling: u32,
+    }
+    impl crate::task::node::TakeSibling for OnTop<'_> {
+        type Job = u32;
+        fn take(self) -> Option<u32> {
+            let job = self.deque.pop()?;
+            if job == self.sibling {
+                Some(job)
+            } else {
+                self.deque.push(job);
+                None
+            }
         }
-    });
+    }
+    let released = crate::task::node::release_or_sibling(pending, OnTop { deque, sibling });
     match released {
         crate::task::node::Release::Last => LoomRelease::Last,
         crate::task::node::Release::NotLast => LoomRelease::NotLast,

@@ -43,4 +43,4 @@ mod run;
 pub(crate) use api::submit_all;
 pub use api::{Context, Continuation, Task, TaskRef};
 #[cfg(loom)]
-pub(crate) use run::{Release, release_count, release_or_sibling};
+pub(crate) use run::{Release, TakeSibling, release_count, release_or_sibling};

@@ -154,6 +154,16 @@ pub(crate) fn release_count(pending: &AtomicU32) -> bool {
     pending.fetch_sub(1, Ordering::AcqRel) == 1
 }
 
+/// Where `release_or_sibling` looks for the other holder of a count: the
+/// top of our deque. (A trait, not a closure: its call stays inline on
+/// the path every continuation-passing fork takes.)
+pub(crate) trait TakeSibling {
+    type Job;
+    /// The newest job of our deque if it holds the other unit, taken off
+    /// the deque; else None, and the deque as it was.
+    fn take(self) -> Option<Self::Job>;
+}
+
 /// What releasing a unit beside a sibling did (`release_or_sibling`).
 pub(crate) enum Release<J> {
     /// Ours was the last unit: the node is ready, and the caller owns it.
@@ -172,10 +182,10 @@ pub(crate) enum Release<J> {
 /// releases ours. One load decides. See `finish_beside_sibling` for why
 /// the count cannot move between that load and the store.
 #[inline(always)]
-pub(crate) fn release_or_sibling<J>(
+pub(crate) fn release_or_sibling<S: TakeSibling>(
     pending: &AtomicU32,
-    take_sibling: impl FnOnce() -> Option<J>,
-) -> Release<J> {
+    sibling: S,
+) -> Release<S::Job> {
     // Acquire: as in `release_count`.
     match pending.load(Ordering::Acquire) {
         1 => {
@@ -183,7 +193,7 @@ pub(crate) fn release_or_sibling<J>(
             return Release::Last;
         }
         2 => {
-            if let Some(job) = take_sibling() {
+            if let Some(job) = sibling.take() {
                 // Our unit, released: the sibling holds the last one.
                 pending.store(1, Ordering::Relaxed);
                 return Release::Sibling(job);
@@ -599,7 +609,7 @@ unsafe fn finish_beside_sibling(node: NonNull<Header>, worker: &WorkerThread) ->
     let successor = match successors.split() {
         Split::None => None,
         Split::One(only) => {
-            match release_or_sibling(&header(only).pending, || take_sibling(only, worker)) {
+            match release_or_sibling(&header(only).pending, OnOurDeque { s: only, worker }) {
                 Release::Sibling(job) => {
                     release_unit(unit);
                     return LeftToRun::Sibling(job);
@@ -614,6 +624,22 @@ unsafe fn finish_beside_sibling(node: NonNull<Header>, worker: &WorkerThread) ->
     match successor {
         Some(ready) => LeftToRun::Successor(ready),
         None => LeftToRun::Nothing,
+    }
+}
+
+/// The other holder of `s`'s count, if it is the newest job of the
+/// worker's deque: a task node whose only successor is `s`.
+struct OnOurDeque<'w> {
+    s: NonNull<Header>,
+    worker: &'w WorkerThread,
+}
+
+impl TakeSibling for OnOurDeque<'_> {
+    type Job = JobRef;
+
+    #[inline(always)]
+    fn take(self) -> Option<JobRef> {
+        take_sibling(self.s, self.worker)
     }
 }
 
