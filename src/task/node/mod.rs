@@ -24,7 +24,9 @@
 //!   and what a running task may do.
 //! - `run.rs`: the `pending` count and how ownership moves through it;
 //!   routing a ready node; running it and completing it (rules 1 and 2);
-//!   releasing units; cancelled chains.
+//!   cancelled chains.
+//! - `release.rs`: releasing one unit of a count: a plain store when the
+//!   units left are ours, else a read-modify-write.
 //! - `continuation.rs`: continuations, their children, the successor's
 //!   body: the context's only way into node internals.
 //! - `cycle.rs`: the check that refuses an edge closing a cycle.
@@ -38,9 +40,10 @@ mod api;
 mod continuation;
 mod cycle;
 mod layout;
+mod release;
 mod run;
 
 pub(crate) use api::submit_all;
 pub use api::{Context, Continuation, Task, TaskRef};
 #[cfg(loom)]
-pub(crate) use run::{Release, TakeSibling, release_count, release_or_sibling};
+pub(crate) use release::{Release, TakeSibling, release_count, release_or_sibling};

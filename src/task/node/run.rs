@@ -32,8 +32,9 @@
 //!   freed as soon as it is released.
 
 use super::layout::{self, Header, Memory, NO_AFFINITY, RunState, header};
+use super::release::{Release, TakeSibling, release_count, release_or_sibling};
 use crate::observe::stats::Rule;
-use crate::platform::sync::{AtomicU32, Ordering};
+use crate::platform::sync::Ordering;
 use crate::platform::unwind;
 use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY, SharedPlace};
 use crate::queues::region::Region;
@@ -133,80 +134,6 @@ impl ReadyNode {
 #[inline]
 pub(super) fn release_hold(node: NonNull<Header>) -> Option<ReadyNode> {
     release_count(&header(node).pending).then_some(ReadyNode { node })
-}
-
-/// Release one unit of a pending count; true if it was the last (the
-/// caller owns the node now).
-#[inline]
-pub(crate) fn release_count(pending: &AtomicU32) -> bool {
-    // Fast path: our unit is the only one left, so nobody else can touch
-    // the count: a unit can only be added by a holder of another unit (a
-    // handle, or the running node a `Continuation` belongs to, which is
-    // itself a predecessor). A plain load and store replace the
-    // read-modify-write (the last release of every node goes this way).
-    // Acquire pairs with the release of every earlier decrement.
-    if pending.load(Ordering::Acquire) == 1 {
-        pending.store(0, Ordering::Relaxed);
-        return true;
-    }
-    // AcqRel: release our writes to the node to its next owner, acquire the
-    // writes of every earlier releaser if we are that owner.
-    pending.fetch_sub(1, Ordering::AcqRel) == 1
-}
-
-/// Where `release_or_sibling` looks for the other holder of a count: the
-/// top of our deque. (A trait, not a closure: its call stays inline on
-/// the path every continuation-passing fork takes.)
-pub(crate) trait TakeSibling {
-    type Job;
-    /// The newest job of our deque if it holds the other unit, taken off
-    /// the deque; else None, and the deque as it was.
-    fn take(self) -> Option<Self::Job>;
-}
-
-/// What releasing a unit beside a sibling did (`release_or_sibling`).
-pub(crate) enum Release<J> {
-    /// Ours was the last unit: the node is ready, and the caller owns it.
-    Last,
-    /// Units are left to other holders.
-    NotLast,
-    /// The count was 2 and its other holder was the job `take_sibling`
-    /// gave back: our unit is released, and that job runs next.
-    Sibling(J),
-}
-
-/// Release our unit of a pending count, as `release_count` does, but when
-/// the count is 2 ask `take_sibling` first for the job on top of our own
-/// deque if it holds the other unit (it gives the job back only if so,
-/// and leaves the deque as it was otherwise): then a plain store of 1
-/// releases ours. One load decides. See `finish_beside_sibling` for why
-/// the count cannot move between that load and the store.
-#[inline(always)]
-pub(crate) fn release_or_sibling<S: TakeSibling>(
-    pending: &AtomicU32,
-    sibling: S,
-) -> Release<S::Job> {
-    // Acquire: as in `release_count`.
-    match pending.load(Ordering::Acquire) {
-        1 => {
-            pending.store(0, Ordering::Relaxed);
-            return Release::Last;
-        }
-        2 => {
-            if let Some(job) = sibling.take() {
-                // Our unit, released: the sibling holds the last one.
-                pending.store(1, Ordering::Relaxed);
-                return Release::Sibling(job);
-            }
-        }
-        _ => {}
-    }
-    // As in `release_count`: the count may have moved since the load.
-    if pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-        Release::Last
-    } else {
-        Release::NotLast
-    }
 }
 
 /// Complete cancelled nodes without running them, with no worker at hand:
@@ -590,15 +517,8 @@ unsafe fn finish(
 /// next. Any other job goes back on top, and the release is the usual
 /// one.
 ///
-/// Why the count cannot change between our load and our store: units are
-/// released by their holders and added only by the holder of another
-/// (`release_hold`). A count of 2 with our unit and the child's (a node
-/// not completed holds one unit of each successor) leaves no other
-/// holder; the child was on our deque until the pop, not running, and a
-/// thief that took it first makes the pop return something else. The
-/// next release (by the child, or whoever its unit passes to) reads 1
-/// after our store: on this thread, or on one that got the unit through
-/// a queue or count whose synchronisation follows our store.
+/// Why the count cannot change between our load and our store: see
+/// `release.rs`.
 ///
 /// # Safety
 /// As for [`finish`].
