@@ -231,6 +231,23 @@ pub(super) fn sequential(counters: &[AtomicU64], runs: usize) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// Median times of `time` on pool `one` and on pool `two`, alternated
+/// `runs` times after a warm-up on `one`.
+fn one_and_two<P>(
+    runs: usize,
+    one: &P,
+    two: &P,
+    mut time: impl FnMut(&P) -> Duration,
+) -> (Duration, Duration) {
+    time(one);
+    let (mut on_one, mut on_two) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        on_one.push(time(one));
+        on_two.push(time(two));
+    }
+    (super::median(on_one), super::median(on_two))
+}
+
 /// `two_vs_one`: also time the prebuilt graph on a pool of one worker
 /// (alternating with `ours`), and print the two-worker / one-worker ratio.
 fn bench_shape(
@@ -299,38 +316,23 @@ fn bench_shape(
             .build()
             .expect("sixfold pool");
         let mut graph = graph.borrow_mut();
-        let mut time = |pool: &Pool| {
+        let (on_one, on_two) = one_and_two(RUNS, &one, ours, |pool| {
             let start = Instant::now();
             pool.run_graph(&mut graph).expect("graph run");
             start.elapsed()
-        };
-        time(&one);
-        let (mut on_one, mut on_two) = (Vec::new(), Vec::new());
-        for _ in 0..RUNS {
-            on_one.push(time(&one));
-            on_two.push(time(ours));
-        }
-        let (on_one, on_two) = (super::median(on_one), super::median(on_two));
+        });
         // The same question for rayon's program: does this shape gain from
         // a second worker on this machine at all?
         let rayon_one = rayon::ThreadPoolBuilder::new()
             .num_threads(1)
             .build()
             .expect("rayon pool");
-        let time_rayon = |pool: &rayon::ThreadPool| {
+        let (rayon_on_one, rayon_on_two) = one_and_two(RUNS, &rayon_one, theirs, |pool| {
             csr.reset();
             let start = Instant::now();
             csr.run(pool, &theirs_counters, true);
             start.elapsed()
-        };
-        time_rayon(&rayon_one);
-        let (mut rayon_on_one, mut rayon_on_two) = (Vec::new(), Vec::new());
-        for _ in 0..RUNS {
-            rayon_on_one.push(time_rayon(&rayon_one));
-            rayon_on_two.push(time_rayon(theirs));
-        }
-        let (rayon_on_one, rayon_on_two) =
-            (super::median(rayon_on_one), super::median(rayon_on_two));
+        });
         let short = name.split('/').next().unwrap_or(name);
         println!(
             "{short}_two_vs_one {:.3}",
