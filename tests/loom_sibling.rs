@@ -1,5 +1,5 @@
 //! loom models of a continuation released beside its spawned child
-//! (`src/task/node/run.rs`, `finish_beside_sibling`): a node that finishes
+//! (`src/task/node/run.rs`, `finish`): a node that finishes
 //! while the other holder of its successor's count is the job on top of
 //! its own deque pops that job first and releases its own unit with a
 //! plain store instead of a read-modify-write, while a thief may be

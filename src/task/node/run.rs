@@ -18,7 +18,7 @@
 //!   count is 1 and the unit is ours, no other thread can change it. For
 //!   the same reason, a count of 2 whose other unit belongs to a job we
 //!   just popped off our own deque is released by a plain store of 1
-//!   (`finish_beside_sibling`: a continuation-passing fork, whose spawned
+//!   (`finish`: a continuation-passing fork, whose spawned
 //!   child is still on top when the recycled parent finishes);
 //!   `tests/loom_sibling.rs` races it against a thief.
 //! - A ready node is run by one worker, once per readiness (a recycled node
@@ -349,7 +349,7 @@ unsafe fn execute_node(mut node: NonNull<Header>, worker: &WorkerThread) -> Opti
                     return unsafe { complete(node, worker, false, bypass) };
                 }
                 // SAFETY: we own the node.
-                return match unsafe { finish_beside_sibling(node, worker) } {
+                return match unsafe { finish(node, worker, false, None) } {
                     // Rule 2 right here, as the worker's loop would run the
                     // successor next (counted, and checked for cancellation
                     // at the top), without a trip through it. (Not into or
@@ -447,8 +447,8 @@ enum LeftToRun {
     /// A successor it made ready that may run here (rule 2).
     Successor(ReadyNode),
     /// The newest job of our deque, taken off it: a task node whose only
-    /// successor is ours, which now waits for it alone (rule 3,
-    /// `finish_beside_sibling`).
+    /// successor is ours, which now waits for it alone (rule 3, see
+    /// [`finish`]).
     Sibling(JobRef),
 }
 
@@ -478,6 +478,16 @@ impl LeftToRun {
 /// (rule 2) unless `bypass` (rule 1) came first; the others are routed.
 /// Then free the node and release its group unit.
 ///
+/// Beside the spawned child: a continuation-passing fork leaves its
+/// continuation waiting for the recycled parent and the spawned child,
+/// which is usually still on top of our deque when the parent finishes.
+/// Releasing by a read-modify-write and then popping the child costs a
+/// locked instruction the pop makes needless: so with a count of 2 we pop
+/// first, and if the job is a task node whose only successor is ours, a
+/// plain store releases our unit and the child runs next (rule 3, as the
+/// worker's loop would take it); any other job goes back on top (why the
+/// count cannot move meanwhile: `release.rs`).
+///
 /// # Safety
 /// The caller owns the node, which is not used afterwards.
 #[inline(always)]
@@ -491,44 +501,9 @@ unsafe fn finish(
     let Remains { successors, unit } = unsafe { free_node(node) };
     let successor = match successors.split() {
         Split::None => None,
-        Split::One(only) => release_successor(only, failed, bypass.is_none(), worker),
-        Split::Many(all) => release_all(all, failed, bypass.is_none(), worker),
-    };
-    release_unit(unit);
-    match (bypass, successor) {
-        (Some(job), _) => LeftToRun::Bypass(job),
-        (None, Some(ready)) => LeftToRun::Successor(ready),
-        (None, None) => LeftToRun::Nothing,
-    }
-}
-
-/// [`finish`] for a node that ran to its end and handed nothing back, on
-/// the path where the worker's loop takes its deque's newest job next.
-///
-/// A continuation-passing fork leaves its continuation waiting for two
-/// children: the forking node itself, recycled, and the child it spawned,
-/// which is still on top of the deque when the first finishes (unless a
-/// thief took it). Releasing our unit by a read-modify-write and then
-/// popping that child costs a locked instruction the pop makes needless:
-/// once the child is ours, the continuation's two units are ours and the
-/// child's, so no other thread can touch its count. So when the count is
-/// 2, we pop first; if the job popped is a task node whose only
-/// successor is ours, a plain store releases our unit and the child runs
-/// next. Any other job goes back on top, and the release is the usual
-/// one.
-///
-/// Why the count cannot change between our load and our store: see
-/// `release.rs`.
-///
-/// # Safety
-/// As for [`finish`].
-#[inline(always)]
-unsafe fn finish_beside_sibling(node: NonNull<Header>, worker: &WorkerThread) -> LeftToRun {
-    // SAFETY: we own the node, and it completed: nothing points at it.
-    let Remains { successors, unit } = unsafe { free_node(node) };
-    let successor = match successors.split() {
-        Split::None => None,
-        Split::One(only) => {
+        // The usual end of a continuation-passing fork's parent: see
+        // "Beside the spawned child" above.
+        Split::One(only) if !failed && bypass.is_none() => {
             match release_or_sibling(&header(only).pending, OnOurDeque { s: only, worker }) {
                 Release::Sibling(job) => {
                     release_unit(unit);
@@ -538,12 +513,14 @@ unsafe fn finish_beside_sibling(node: NonNull<Header>, worker: &WorkerThread) ->
                 Release::NotLast => None,
             }
         }
-        Split::Many(all) => release_all(all, false, true, worker),
+        Split::One(only) => release_successor(only, failed, bypass.is_none(), worker),
+        Split::Many(all) => release_all(all, failed, bypass.is_none(), worker),
     };
     release_unit(unit);
-    match successor {
-        Some(ready) => LeftToRun::Successor(ready),
-        None => LeftToRun::Nothing,
+    match (bypass, successor) {
+        (Some(job), _) => LeftToRun::Bypass(job),
+        (None, Some(ready)) => LeftToRun::Successor(ready),
+        (None, None) => LeftToRun::Nothing,
     }
 }
 
@@ -564,7 +541,7 @@ impl TakeSibling for OnOurDeque<'_> {
 }
 
 /// Pop our deque's newest job if it is a task node whose only successor
-/// is `s`; else leave the deque as it was. See `finish_beside_sibling`.
+/// is `s`; else leave the deque as it was. See [`finish`].
 #[inline(always)]
 fn take_sibling(s: NonNull<Header>, worker: &WorkerThread) -> Option<JobRef> {
     let job =
