@@ -55,6 +55,63 @@ impl LoomStealer {
     }
 }
 
+/// The real Chase-Lev deque (`queues/chase_lev.rs`), with its fast and
+/// fenced pop modes, for `tests/loom_deque.rs`. Items are `u32`s.
+pub struct LoomChaseLev(crate::queues::chase_lev::Worker<ChaseLevItem>);
+/// A thief's end of a `LoomChaseLev`.
+pub struct LoomChaseLevStealer(crate::queues::chase_lev::Stealer<ChaseLevItem>);
+
+#[derive(Clone, Copy)]
+pub struct ChaseLevItem(u32);
+
+impl crate::queues::deque::Words for ChaseLevItem {
+    fn into_words(self) -> [*mut (); 2] {
+        [
+            std::ptr::without_provenance_mut(self.0 as usize),
+            std::ptr::null_mut(),
+        ]
+    }
+    unsafe fn from_words(words: [*mut (); 2]) -> Self {
+        ChaseLevItem(words[0].addr() as u32)
+    }
+}
+
+impl LoomChaseLev {
+    /// A shared LIFO deque, in the fast mode.
+    pub fn new() -> Self {
+        LoomChaseLev(crate::queues::chase_lev::Worker::new_lifo())
+    }
+    /// `new`, in the fenced mode (as after a steal).
+    pub fn new_fenced() -> Self {
+        LoomChaseLev(crate::queues::chase_lev::Worker::new_lifo_fenced())
+    }
+    pub fn push(&self, item: u32) {
+        self.0.push(ChaseLevItem(item))
+    }
+    pub fn pop(&self) -> Option<u32> {
+        self.0.pop().map(|item| item.0)
+    }
+    pub fn stealer(&self) -> LoomChaseLevStealer {
+        LoomChaseLevStealer(self.0.stealer())
+    }
+}
+
+impl Default for LoomChaseLev {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LoomChaseLevStealer {
+    /// One attempt: `None` if empty or if it lost a race.
+    pub fn steal(&self) -> Option<u32> {
+        match self.0.steal() {
+            Steal::Success(item) => Some(item.0),
+            Steal::Empty | Steal::Retry => None,
+        }
+    }
+}
+
 pub struct LoomSleep(Sleep);
 pub struct LoomIdle(IdleState);
 pub struct LoomLatch(CoreLatch);

@@ -1,9 +1,11 @@
 //! The platform under every layer: the std-or-loom door for atomics and
-//! locks (`sync.rs`), latches, panic plumbing, the small-block memory of
+//! locks (`sync.rs`), the asymmetric fence of the deque's pop
+//! (`asymmetric_fence.rs`), latches, panic plumbing, the small-block memory of
 //! task nodes and queue entries, cache prefetch hints, and the machine's
 //! cores (`topology.rs`), the process's CPU clock (`cpu_clock.rs`).
 //! Nothing here imports another layer.
 
+pub(crate) mod asymmetric_fence;
 #[cfg(not(loom))]
 pub(crate) mod cpu_clock;
 pub(crate) mod latch;

@@ -14,7 +14,7 @@ mod imp {
     pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
     pub(crate) use std::sync::Arc;
     pub(crate) use std::sync::atomic::{
-        AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+        AtomicBool, AtomicIsize, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
     };
     pub(crate) use std::{hint, thread};
 }
@@ -24,7 +24,7 @@ mod imp {
 mod imp {
     pub(crate) use loom::sync::Arc;
     pub(crate) use loom::sync::atomic::{
-        AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+        AtomicBool, AtomicIsize, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
     };
     pub(crate) use loom::{hint, thread};
 

@@ -30,22 +30,64 @@
 //! of a fork-join's cost on one worker (half of `join`'s samples fall on
 //! the load after it).
 //!
-//! Invariants: only the owner (the one `Worker`) pushes, pops and grows
-//! the buffer; `front` never decreases, so a thief's claim (a CAS of
-//! `front` from the index it read) fails if anyone took that index first;
-//! every buffer ever installed lives until the last handle is dropped;
-//! nobody calls `steal` on an unshared deque, so its `front` never moves.
+//! A shared LIFO deque has two modes, so that the owner's pop pays its
+//! fence only while thieves are about. In the *fast* mode the pop's
+//! StoreLoad fence is the light half of an asymmetric fence
+//! (`platform/asymmetric_fence.rs`): a compiler barrier, with each thief
+//! paying a `membarrier` system call (about 9 us) instead. In the *fenced*
+//! mode the pop has its SeqCst fence and thieves have theirs, as in
+//! crossbeam. The owner leaves the fast mode at the first pop that finds
+//! `front` moved (a thief stole), and goes back after `QUIET_POPS` fenced
+//! pops without a steal. A fork-join whose steals are rare (fib(30) on two
+//! workers: a handful of steals against a million pops) runs fast; a
+//! deque thieves drain all the time stays fenced, and its thieves pay a
+//! system call once a mode change, not once a steal. Where the kernel
+//! has no such barrier, every shared deque stays fenced.
+//!
+//! The mode changes race with thieves too. A thief reads `front`, then
+//! fences, then reads the mode, then `back`. Going fenced, the owner
+//! publishes the mode with Release after its last fast pop, so a thief
+//! that reads "fenced" also sees that pop's `back`. Going fast, the owner
+//! publishes the mode and fences before its first fast pop; a thief that
+//! still reads "fenced" fenced before that, so the `front` it read is one
+//! the owner's fast pops see too, and the owner claims that index with a
+//! CAS like any thief (the last-item path) rather than taking it. Neither
+//! change needs a handshake with the thieves. `tests/loom_deque.rs` checks
+//! both modes and the changes between them.
+//!
+//! Invariants: only the owner (the one `Worker`) pushes, pops, grows the
+//! buffer and changes the mode; `front` never decreases, so a thief's
+//! claim (a CAS of `front` from the index it read) fails if anyone took
+//! that index first; every buffer ever installed lives until the last
+//! handle is dropped; nobody calls `steal` on an unshared deque, so its
+//! `front` never moves; while `fenced` is false, every thief runs the
+//! heavy barrier between its loads of `front` and `back`.
+
+#![cfg_attr(loom, allow(dead_code))]
 
 use super::deque::{Steal, Words};
+use crate::platform::asymmetric_fence::AsymmetricFence;
+use crate::platform::sync::{Arc, AtomicBool, AtomicIsize, AtomicPtr, Ordering, fence};
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
-use std::sync::Arc;
-use std::sync::atomic::{self, AtomicIsize, AtomicPtr, Ordering};
 
-/// The smallest buffer, as crossbeam's.
-const MIN_CAP: usize = 64;
+/// The smallest buffer, as crossbeam's. (Four in the loom model, whose
+/// every slot is a modelled atomic, and which should see the buffer grow.)
+const MIN_CAP: usize = if cfg!(loom) { 4 } else { 64 };
+
+/// Fenced pops in a row without a steal before the owner tries the fast
+/// mode again. A wrong guess costs the next thief a system call (about
+/// 9 us); 4096 fenced pops cost about as much. (One in the loom model and
+/// four in the unit tests, so that short runs change modes often.)
+const QUIET_POPS: u32 = if cfg!(loom) {
+    1
+} else if cfg!(test) {
+    4
+} else {
+    4096
+};
 
 type Slot = [AtomicPtr<()>; 2];
 
@@ -93,6 +135,12 @@ struct Inner<T> {
     front: AtomicIsize,
     /// One past the newest item; written only by the owner.
     back: AtomicIsize,
+    /// Whether the owner's pops are fenced, so thieves need no heavy
+    /// barrier; written only by the owner. Always true without `asymmetric`.
+    fenced: AtomicBool,
+    /// The asymmetric fence, for a shared LIFO deque whose owner may pop in
+    /// the fast mode (module docs); `None` keeps it fenced.
+    asymmetric: Option<AsymmetricFence>,
     /// The current buffer; replaced only by the owner.
     buffer: CachePadded<AtomicPtr<Buffer>>,
     /// The slots hold `T`s.
@@ -101,7 +149,8 @@ struct Inner<T> {
 
 impl<T> Drop for Inner<T> {
     fn drop(&mut self) {
-        let mut buffer = *self.buffer.get_mut();
+        // Relaxed: `&mut self` is the last handle; no one else loads it.
+        let mut buffer = self.buffer.load(Ordering::Relaxed);
         while !buffer.is_null() {
             // SAFETY: every buffer was made by `Box::into_raw` in
             // `Buffer::alloc` and is reachable once, from the current one
@@ -132,6 +181,12 @@ pub(crate) struct Worker<T> {
     /// `inner` (the pop back of a fork-join waits on that chain).
     ring: Cell<Ring>,
     flavor: Flavor,
+    /// The pop's mode (module docs): true while `inner.fenced` is false.
+    fast: Cell<bool>,
+    /// `front` as the owner's last pop left it: a change is a steal.
+    seen_front: Cell<isize>,
+    /// Fenced pops in a row that found no steal.
+    quiet_pops: Cell<u32>,
 }
 
 /// Where the current buffer's slots are (`Worker::ring`).
@@ -204,6 +259,15 @@ impl<T: Words> Worker<T> {
         Self::new(Flavor::Lifo)
     }
 
+    /// `new_lifo` in the fenced mode, as after a steal: for the loom model
+    /// of leaving it.
+    #[cfg(loom)]
+    pub(crate) fn new_lifo_fenced() -> Self {
+        let deque = Self::new(Flavor::Lifo);
+        deque.go_fenced(0);
+        deque
+    }
+
     /// A LIFO deque whose stealer is never asked to steal (only whether it
     /// is empty): the owner's pop needs no fence.
     pub(crate) fn new_lifo_unshared() -> Self {
@@ -216,16 +280,27 @@ impl<T: Words> Worker<T> {
 
     fn new(flavor: Flavor) -> Self {
         let buffer = Buffer::alloc(MIN_CAP, ptr::null_mut());
+        // Only a shared LIFO pop has a fence to save.
+        let asymmetric = match flavor {
+            Flavor::Lifo => AsymmetricFence::new(),
+            Flavor::LifoUnshared | Flavor::Fifo => None,
+        };
+        let fast = asymmetric.is_some();
         Worker {
             inner: Arc::new(CachePadded::new(Inner {
                 front: AtomicIsize::new(0),
                 back: AtomicIsize::new(0),
+                fenced: AtomicBool::new(!fast),
+                asymmetric,
                 buffer: CachePadded::new(AtomicPtr::new(buffer)),
                 _items: PhantomData,
             })),
             // SAFETY: just made, and it lives as long as `inner`.
             ring: Cell::new(Ring::of(unsafe { &*buffer })),
             flavor,
+            fast: Cell::new(fast),
+            seen_front: Cell::new(0),
+            quiet_pops: Cell::new(0),
         }
     }
 
@@ -251,6 +326,12 @@ impl<T: Words> Worker<T> {
         let b = self.inner.back.load(Ordering::Relaxed);
         // Acquire: a thief's read of a slot happens before we reuse it.
         let f = self.inner.front.load(Ordering::Acquire);
+        if self.fast.get() && f != self.seen_front.get() {
+            // A thief stole while we were pushing: a producer that spawns
+            // and never pops would otherwise leave every steal paying the
+            // heavy barrier.
+            self.go_fenced(f);
+        }
         let mut buffer = self.buffer();
         if b.wrapping_sub(f) >= buffer.capacity() as isize {
             buffer = self.grow(f, b);
@@ -261,7 +342,7 @@ impl<T: Words> Worker<T> {
         // this slot (a fence covers every later store of ours; a Release
         // store only itself). Miri caught thieves reading stale slots
         // without it.
-        atomic::fence(Ordering::Release);
+        fence(Ordering::Release);
         self.inner.back.store(b.wrapping_add(1), Ordering::Release);
     }
 
@@ -324,20 +405,86 @@ impl<T: Words> Worker<T> {
         if b.wrapping_sub(f) <= 1 {
             return self.pop_last(b, f);
         }
-        // Take the back slot first, then look at the front: the SeqCst
+        // Take the back slot first, then look at the front: the StoreLoad
         // fence pairs with a thief's between its front and back loads, so
         // of the two racing for the last item at least one sees the other.
+        // In the fast mode our half is the light one (module docs).
         let b = b.wrapping_sub(1);
-        self.inner.back.store(b, Ordering::Relaxed);
-        atomic::fence(Ordering::SeqCst);
-        let f = self.inner.front.load(Ordering::Relaxed);
+        let f = if self.fast.get() {
+            let Some(asymmetric) = &self.inner.asymmetric else {
+                unreachable!("the fast mode needs the asymmetric fence")
+            };
+            asymmetric.light(
+                || self.inner.back.store(b, Ordering::Relaxed),
+                || self.inner.front.load(Ordering::Relaxed),
+            )
+        } else {
+            self.inner.back.store(b, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            self.inner.front.load(Ordering::Relaxed)
+        };
         let len = b.wrapping_sub(f);
         if len <= 0 {
             return self.pop_lost_race(b, f, len);
         }
+        self.saw_front(f);
         // SAFETY: slot `b` holds the words of an item we pushed, and it is
         // ours: thieves take only indices below `back`, and `f < b`.
         Some(unsafe { T::from_words(self.buffer().read(b)) })
+    }
+
+    /// Keep the mode in step with the thieves, given the `front` a pop
+    /// just read: a steal since the last pop ends the fast mode, and
+    /// `QUIET_POPS` fenced pops without one end the fenced mode.
+    #[inline(always)]
+    fn saw_front(&self, f: isize) {
+        if self.fast.get() {
+            if f != self.seen_front.get() {
+                self.go_fenced(f);
+            }
+        } else if self.inner.asymmetric.is_some() {
+            self.count_fenced_pop(f);
+        }
+    }
+
+    /// `saw_front` in the fenced mode: out of line, so the fast mode's pop
+    /// stays short (this one has a fence to pay anyway).
+    #[inline(never)]
+    fn count_fenced_pop(&self, f: isize) {
+        if f != self.seen_front.get() {
+            self.seen_front.set(f);
+            self.quiet_pops.set(0);
+            return;
+        }
+        let quiet = self.quiet_pops.get() + 1;
+        self.quiet_pops.set(quiet);
+        if quiet >= QUIET_POPS {
+            self.go_fast();
+        }
+    }
+
+    /// A thief stole while we popped fast: fence from now on, so the next
+    /// thieves need no system call.
+    #[cold]
+    fn go_fenced(&self, f: isize) {
+        // Release: a thief that reads `true` sees every pop before this
+        // one, and every pop after it fences.
+        self.inner.fenced.store(true, Ordering::Release);
+        self.fast.set(false);
+        self.seen_front.set(f);
+        self.quiet_pops.set(0);
+    }
+
+    /// No steal for a while: pop fast again.
+    #[cold]
+    fn go_fast(&self) {
+        self.quiet_pops.set(0);
+        self.inner.fenced.store(false, Ordering::Relaxed);
+        // Pairs with the fence a thief has between its loads of `front`
+        // and `fenced` (`steal_asymmetric`): one that still reads `true`
+        // read a `front` that our fast pops will see.
+        fence(Ordering::SeqCst);
+        self.fast.set(true);
     }
 
     /// `pop_back` of a deque nobody steals from: `front` never moves, so
@@ -376,9 +523,14 @@ impl<T: Words> Worker<T> {
             Ordering::SeqCst,
             Ordering::Relaxed,
         ) {
-            // SAFETY: slot `f` holds the words of an item we pushed, and
-            // the CAS made that item ours, as in `steal_front`.
-            Ok(_) => Some(unsafe { T::from_words(words) }),
+            Ok(_) => {
+                self.saw_front(f);
+                // Our own claim moved `front`: no thief's.
+                self.seen_front.set(f.wrapping_add(1));
+                // SAFETY: slot `f` holds the words of an item we pushed,
+                // and the CAS made that item ours, as in `steal_front`.
+                Some(unsafe { T::from_words(words) })
+            }
             Err(_) => None,
         }
     }
@@ -388,6 +540,7 @@ impl<T: Words> Worker<T> {
     /// both sides may want it (`len == 0`).
     #[cold]
     fn pop_lost_race(&self, b: isize, f: isize, len: isize) -> Option<T> {
+        self.saw_front(f);
         if len < 0 {
             // A thief took the last one.
             self.inner.back.store(b.wrapping_add(1), Ordering::Relaxed);
@@ -400,6 +553,10 @@ impl<T: Words> Worker<T> {
             .front
             .compare_exchange(f, f.wrapping_add(1), Ordering::SeqCst, Ordering::Relaxed)
             .is_ok();
+        if won {
+            // Our own claim moved `front`: no thief's.
+            self.seen_front.set(f.wrapping_add(1));
+        }
         self.inner.back.store(b.wrapping_add(1), Ordering::Relaxed);
         // SAFETY: slot `b` holds the words of an item we pushed, and the
         // CAS we won made it ours.
@@ -409,25 +566,64 @@ impl<T: Words> Worker<T> {
 
 impl<T: Words> Stealer<T> {
     pub(crate) fn steal(&self) -> Steal<T> {
-        steal_front(&self.inner)
+        match &self.inner.asymmetric {
+            Some(asymmetric) => steal_asymmetric(&self.inner, asymmetric),
+            None => steal_front(&self.inner),
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
         let f = self.inner.front.load(Ordering::Acquire);
-        atomic::fence(Ordering::SeqCst);
+        fence(Ordering::SeqCst);
         let b = self.inner.back.load(Ordering::Acquire);
         b.wrapping_sub(f) <= 0
     }
 }
 
-/// Claim the front item, for a thief (or a FIFO's owner).
+/// Claim the front item, for a thief (or a FIFO's owner), against an
+/// owner whose pops are always fenced.
 fn steal_front<T: Words>(inner: &Inner<T>) -> Steal<T> {
     let f = inner.front.load(Ordering::Acquire);
     // Pairs with the owner's fence in `pop_back` (see there).
-    atomic::fence(Ordering::SeqCst);
+    fence(Ordering::SeqCst);
     // Acquire (with the push's fence): the item at `f` was written before
     // `back` passed it.
     let b = inner.back.load(Ordering::Acquire);
+    claim(inner, f, b)
+}
+
+/// Claim the front item of a deque whose owner may pop in the fast mode
+/// (module docs).
+///
+/// The one SeqCst fence serves two pairings: with the owner's fence in
+/// `pop_back` (our loads of `front` and `back` on either side, as in
+/// `steal_front`), and with the one in `go_fast` (our loads of `front`
+/// and `fenced` on either side). If we read `fenced` true, every pop of
+/// the owner's is older than its `go_fenced` (whose Release brings its
+/// `back`), or fenced, or after a `go_fast` whose fence came after ours
+/// and so sees our `front`. If we read false, the heavy barrier stands
+/// between our loads of `front` and `back`.
+fn steal_asymmetric<T: Words>(inner: &Inner<T>, asymmetric: &AsymmetricFence) -> Steal<T> {
+    let f = inner.front.load(Ordering::Acquire);
+    fence(Ordering::SeqCst);
+    // Acquire: pairs with `go_fenced`.
+    let fenced = inner.fenced.load(Ordering::Acquire);
+    // Acquire (with the push's fence): item `f` was written before `back`
+    // passed it.
+    let mut b = inner.back.load(Ordering::Acquire);
+    // An idle worker's search visits empty deques again and again: it must
+    // not pay the barrier for nothing.
+    if !fenced && b.wrapping_sub(f) > 0 {
+        // Pairs with the owner's light section in `pop_back`.
+        asymmetric.heavy();
+        b = inner.back.load(Ordering::Acquire);
+    }
+    claim(inner, f, b)
+}
+
+/// Claim item `f`, given `back` as `b`, read after a StoreLoad fence that
+/// pairs with the owner's (`steal_front`, `steal_asymmetric`).
+fn claim<T: Words>(inner: &Inner<T>, f: isize, b: isize) -> Steal<T> {
     if b.wrapping_sub(f) <= 0 {
         return Steal::Empty;
     }
