@@ -37,8 +37,8 @@
 //! paying a `membarrier` system call (about 9 us) instead. In the *fenced*
 //! mode the pop has its SeqCst fence and thieves have theirs, as in
 //! crossbeam. The owner leaves the fast mode at the first pop that finds
-//! `front` moved (a thief stole), and goes back after `QUIET_POPS` fenced
-//! pops without a steal. A fork-join whose steals are rare (fib(30) on two
+//! `front` moved (a thief stole), and goes back after a few thousand
+//! fenced pops without a steal (`pop_mode.rs`). A fork-join whose steals are rare (fib(30) on two
 //! workers: a handful of steals against a million pops) runs fast; a
 //! deque thieves drain all the time stays fenced, and its thieves pay a
 //! system call once a mode change, not once a steal. Where the kernel
@@ -66,6 +66,7 @@
 #![cfg_attr(loom, allow(dead_code))]
 
 use super::deque::{Steal, Words};
+use super::pop_mode::PopMode;
 use crate::platform::asymmetric_fence::AsymmetricFence;
 use crate::platform::sync::{Arc, AtomicBool, AtomicIsize, AtomicPtr, Ordering, fence};
 use crossbeam_utils::CachePadded;
@@ -76,18 +77,6 @@ use std::ptr::{self, NonNull};
 /// The smallest buffer, as crossbeam's. (Four in the loom model, whose
 /// every slot is a modelled atomic, and which should see the buffer grow.)
 const MIN_CAP: usize = if cfg!(loom) { 4 } else { 64 };
-
-/// Fenced pops in a row without a steal before the owner tries the fast
-/// mode again. A wrong guess costs the next thief a system call (about
-/// 9 us); 4096 fenced pops cost about as much. (One in the loom model and
-/// four in the unit tests, so that short runs change modes often.)
-const QUIET_POPS: u32 = if cfg!(loom) {
-    1
-} else if cfg!(test) {
-    4
-} else {
-    4096
-};
 
 type Slot = [AtomicPtr<()>; 2];
 
@@ -181,12 +170,8 @@ pub(crate) struct Worker<T> {
     /// `inner` (the pop back of a fork-join waits on that chain).
     ring: Cell<Ring>,
     flavor: Flavor,
-    /// The pop's mode (module docs): true while `inner.fenced` is false.
-    fast: Cell<bool>,
-    /// `front` as the owner's last pop left it: a change is a steal.
-    seen_front: Cell<isize>,
-    /// Fenced pops in a row that found no steal.
-    quiet_pops: Cell<u32>,
+    /// The pop's mode (module docs), as the owner keeps it.
+    mode: PopMode,
 }
 
 /// Where the current buffer's slots are (`Worker::ring`).
@@ -264,7 +249,7 @@ impl<T: Words> Worker<T> {
     #[cfg(loom)]
     pub(crate) fn new_lifo_fenced() -> Self {
         let deque = Self::new(Flavor::Lifo);
-        deque.go_fenced(0);
+        deque.mode.go_fenced(0, &deque.inner.fenced);
         deque
     }
 
@@ -298,9 +283,7 @@ impl<T: Words> Worker<T> {
             // SAFETY: just made, and it lives as long as `inner`.
             ring: Cell::new(Ring::of(unsafe { &*buffer })),
             flavor,
-            fast: Cell::new(fast),
-            seen_front: Cell::new(0),
-            quiet_pops: Cell::new(0),
+            mode: PopMode::new(fast),
         }
     }
 
@@ -326,12 +309,7 @@ impl<T: Words> Worker<T> {
         let b = self.inner.back.load(Ordering::Relaxed);
         // Acquire: a thief's read of a slot happens before we reuse it.
         let f = self.inner.front.load(Ordering::Acquire);
-        if self.fast.get() && f != self.seen_front.get() {
-            // A thief stole while we were pushing: a producer that spawns
-            // and never pops would otherwise leave every steal paying the
-            // heavy barrier.
-            self.go_fenced(f);
-        }
+        self.mode.push_saw_front(f, &self.inner.fenced);
         let mut buffer = self.buffer();
         if b.wrapping_sub(f) >= buffer.capacity() as isize {
             buffer = self.grow(f, b);
@@ -410,7 +388,7 @@ impl<T: Words> Worker<T> {
         // of the two racing for the last item at least one sees the other.
         // In the fast mode our half is the light one (module docs).
         let b = b.wrapping_sub(1);
-        let f = if self.fast.get() {
+        let f = if self.mode.is_fast() {
             let Some(asymmetric) = &self.inner.asymmetric else {
                 unreachable!("the fast mode needs the asymmetric fence")
             };
@@ -427,64 +405,10 @@ impl<T: Words> Worker<T> {
         if len <= 0 {
             return self.pop_lost_race(b, f, len);
         }
-        self.saw_front(f);
+        self.mode.pop_saw_front(f, &self.inner.fenced);
         // SAFETY: slot `b` holds the words of an item we pushed, and it is
         // ours: thieves take only indices below `back`, and `f < b`.
         Some(unsafe { T::from_words(self.buffer().read(b)) })
-    }
-
-    /// Keep the mode in step with the thieves, given the `front` a pop
-    /// just read: a steal since the last pop ends the fast mode, and
-    /// `QUIET_POPS` fenced pops without one end the fenced mode.
-    #[inline(always)]
-    fn saw_front(&self, f: isize) {
-        if self.fast.get() {
-            if f != self.seen_front.get() {
-                self.go_fenced(f);
-            }
-        } else if self.inner.asymmetric.is_some() {
-            self.count_fenced_pop(f);
-        }
-    }
-
-    /// `saw_front` in the fenced mode: out of line, so the fast mode's pop
-    /// stays short (this one has a fence to pay anyway).
-    #[inline(never)]
-    fn count_fenced_pop(&self, f: isize) {
-        if f != self.seen_front.get() {
-            self.seen_front.set(f);
-            self.quiet_pops.set(0);
-            return;
-        }
-        let quiet = self.quiet_pops.get() + 1;
-        self.quiet_pops.set(quiet);
-        if quiet >= QUIET_POPS {
-            self.go_fast();
-        }
-    }
-
-    /// A thief stole while we popped fast: fence from now on, so the next
-    /// thieves need no system call.
-    #[cold]
-    fn go_fenced(&self, f: isize) {
-        // Release: a thief that reads `true` sees every pop before this
-        // one, and every pop after it fences.
-        self.inner.fenced.store(true, Ordering::Release);
-        self.fast.set(false);
-        self.seen_front.set(f);
-        self.quiet_pops.set(0);
-    }
-
-    /// No steal for a while: pop fast again.
-    #[cold]
-    fn go_fast(&self) {
-        self.quiet_pops.set(0);
-        self.inner.fenced.store(false, Ordering::Relaxed);
-        // Pairs with the fence a thief has between its loads of `front`
-        // and `fenced` (`steal_asymmetric`): one that still reads `true`
-        // read a `front` that our fast pops will see.
-        fence(Ordering::SeqCst);
-        self.fast.set(true);
     }
 
     /// `pop_back` of a deque nobody steals from: `front` never moves, so
@@ -524,9 +448,8 @@ impl<T: Words> Worker<T> {
             Ordering::Relaxed,
         ) {
             Ok(_) => {
-                self.saw_front(f);
-                // Our own claim moved `front`: no thief's.
-                self.seen_front.set(f.wrapping_add(1));
+                self.mode.pop_saw_front(f, &self.inner.fenced);
+                self.mode.claimed_front(f.wrapping_add(1));
                 // SAFETY: slot `f` holds the words of an item we pushed,
                 // and the CAS made that item ours, as in `steal_front`.
                 Some(unsafe { T::from_words(words) })
@@ -540,7 +463,7 @@ impl<T: Words> Worker<T> {
     /// both sides may want it (`len == 0`).
     #[cold]
     fn pop_lost_race(&self, b: isize, f: isize, len: isize) -> Option<T> {
-        self.saw_front(f);
+        self.mode.pop_saw_front(f, &self.inner.fenced);
         if len < 0 {
             // A thief took the last one.
             self.inner.back.store(b.wrapping_add(1), Ordering::Relaxed);
@@ -554,8 +477,7 @@ impl<T: Words> Worker<T> {
             .compare_exchange(f, f.wrapping_add(1), Ordering::SeqCst, Ordering::Relaxed)
             .is_ok();
         if won {
-            // Our own claim moved `front`: no thief's.
-            self.seen_front.set(f.wrapping_add(1));
+            self.mode.claimed_front(f.wrapping_add(1));
         }
         self.inner.back.store(b.wrapping_add(1), Ordering::Relaxed);
         // SAFETY: slot `b` holds the words of an item we pushed, and the
@@ -597,12 +519,12 @@ fn steal_front<T: Words>(inner: &Inner<T>) -> Steal<T> {
 ///
 /// The one SeqCst fence serves two pairings: with the owner's fence in
 /// `pop_back` (our loads of `front` and `back` on either side, as in
-/// `steal_front`), and with the one in `go_fast` (our loads of `front`
-/// and `fenced` on either side). If we read `fenced` true, every pop of
-/// the owner's is older than its `go_fenced` (whose Release brings its
-/// `back`), or fenced, or after a `go_fast` whose fence came after ours
-/// and so sees our `front`. If we read false, the heavy barrier stands
-/// between our loads of `front` and `back`.
+/// `steal_front`), and with the one in `PopMode::go_fast` (our loads of
+/// `front` and `fenced` on either side). If we read `fenced` true, every
+/// pop of the owner's is older than its `go_fenced` (whose Release brings
+/// its `back`), or fenced, or after a `go_fast` whose fence came after
+/// ours and so sees our `front`. If we read false, the heavy barrier
+/// stands between our loads of `front` and `back`.
 fn steal_asymmetric<T: Words>(inner: &Inner<T>, asymmetric: &AsymmetricFence) -> Steal<T> {
     let f = inner.front.load(Ordering::Acquire);
     fence(Ordering::SeqCst);

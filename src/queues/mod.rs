@@ -13,6 +13,7 @@ pub(crate) mod fifo;
 pub(crate) mod job;
 pub(crate) mod lent;
 pub(crate) mod mailbox;
+mod pop_mode;
 pub(crate) mod proxy;
 pub(crate) mod region;
 pub(crate) mod region_queue;
