@@ -110,15 +110,15 @@ pub(crate) struct Flushed {
 
 impl Flushed {
     /// Append a worker's local stream, `codes` from stamp `first_stamp`
-    /// on, and take its names and anchors; returns how many tasks end in
-    /// it.
+    /// on, and take its names and anchors; returns how many tasks start
+    /// and how many end in it.
     pub(crate) fn append(
         &mut self,
         first_stamp: u64,
         codes: &[Cell<u8>],
         names: &mut Vec<(u64, Arc<str>)>,
         anchors: &mut Vec<(u64, u64)>,
-    ) -> usize {
+    ) -> (usize, usize) {
         if self.codes.is_empty() {
             self.first_stamp = first_stamp;
         }
@@ -130,11 +130,12 @@ impl Flushed {
         // access a code.
         let codes: &[u8] = unsafe { &*(std::ptr::from_ref(codes) as *const [u8]) };
         let closes = codes.iter().filter(|&&c| c & CLOSE != 0).count();
+        let opens = codes.iter().filter(|&&c| c & OPEN != 0).count();
         self.codes.extend_from_slice(codes);
         self.names.append(names);
         self.anchors.append(anchors);
         self.closes += closes;
-        closes
+        (opens, closes)
     }
 
     /// Tasks that end in the stream.
@@ -251,7 +252,7 @@ mod tests {
         // Stamps 0 to 8 at ticks 0, 10, ... 80.
         let mut anchors = vec![(0, 0), (8, 80)];
         let mut flushed = Flushed::default();
-        assert_eq!(flushed.append(0, &codes, &mut names, &mut anchors), 5);
+        assert_eq!(flushed.append(0, &codes, &mut names, &mut anchors), (4, 5));
         assert!(names.is_empty() && anchors.is_empty());
         let mut decoder = Decoder::default();
         let mut events = Vec::new();

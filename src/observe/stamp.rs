@@ -39,12 +39,11 @@ const SHORT_WINDOW_TICKS: u64 = 2_048;
 /// ones shares its window with at most this many events.
 const MAX_GAP: u32 = 32;
 
-/// When a worker reads the clock (its own thread only: cells). The
-/// stamps themselves are the positions of its events in its event stream
-/// (`record.rs`), so this keeps only the spacing of readings.
+/// How far apart a worker reads the clock (its own thread only: cells).
+/// The stamps themselves are the positions of its events in its event
+/// stream (`record.rs`), and the worker keeps the index of its next
+/// reading, so this keeps only the spacing of readings.
 pub(crate) struct Stamps {
-    /// Events left before the next reading.
-    until_reading: Cell<u32>,
     /// The current spacing of readings, in events.
     gap: Cell<u32>,
     /// The last anchor: (stamp, ticks).
@@ -55,34 +54,15 @@ impl Stamps {
     /// Readings for a thread whose first event reads the clock.
     pub(crate) fn new() -> Self {
         Stamps {
-            until_reading: Cell::new(0),
             gap: Cell::new(1),
             last: Cell::new((0, 0)),
         }
     }
 
-    /// Count an event: whether the caller must read the clock for it
-    /// (`anchor`). The hot path: a load, a test and a store.
-    #[inline]
-    pub(crate) fn due(&self) -> bool {
-        let left = self.until_reading.get();
-        if left == 0 {
-            return true;
-        }
-        self.until_reading.set(left - 1);
-        false
-    }
-
-    /// The next event reads the clock, whatever the gap (the first task
-    /// after a search, a sleep or a flush).
-    #[inline]
-    pub(crate) fn read_next(&self) {
-        self.until_reading.set(0);
-    }
-
-    /// `stamp` was read at `ticks`: adapt the gap to the window just ended
-    /// and return the anchor to record.
-    pub(crate) fn anchor(&self, stamp: u64, ticks: u64) -> (u64, u64) {
+    /// `stamp` was read at `ticks`: adapt the gap to the window just ended;
+    /// returns the anchor to record and how many events later the next
+    /// reading comes.
+    pub(crate) fn anchor(&self, stamp: u64, ticks: u64) -> ((u64, u64), u32) {
         let (_, last_ticks) = self.last.replace((stamp, ticks));
         let gap = if ticks.saturating_sub(last_ticks) < SHORT_WINDOW_TICKS {
             (self.gap.get() * 2).min(MAX_GAP)
@@ -90,8 +70,7 @@ impl Stamps {
             1
         };
         self.gap.set(gap);
-        self.until_reading.set(gap - 1);
-        (stamp, ticks)
+        ((stamp, ticks), gap)
     }
 }
 
@@ -184,27 +163,23 @@ mod tests {
         let stamps = Stamps::new();
         let mut ticks = 0;
         let mut reads = Vec::new();
-        // 200 events 10 ticks apart: the gap doubles up to MAX_GAP.
+        // 200 events 10 ticks apart, the first one read: the gap doubles
+        // up to MAX_GAP.
+        let mut read_at = 0;
         for stamp in 0..200 {
             ticks += 10;
-            if stamps.due() {
+            if stamp >= read_at {
                 reads.push(stamp);
-                stamps.anchor(stamp, ticks);
+                read_at = stamp + u64::from(stamps.anchor(stamp, ticks).1);
             }
         }
         let gaps: Vec<u64> = reads.windows(2).map(|w| w[1] - w[0]).collect();
         assert_eq!(&gaps[..6], &[2, 4, 8, 16, 32, 32]);
         // One long window: the next event is read, and the one after.
-        let mut stamp = 200;
-        while !stamps.due() {
-            stamp += 1;
-        }
-        stamps.anchor(stamp, ticks + 1_000_000);
-        assert!(stamps.due());
-        // A forced reading point: the next event reads.
-        stamps.anchor(stamp + 1, ticks + 1_000_010);
-        assert!(!stamps.due());
-        stamps.read_next();
-        assert!(stamps.due());
+        let (anchor, gap) = stamps.anchor(read_at, ticks + 1_000_000);
+        assert_eq!((anchor, gap), ((read_at, ticks + 1_000_000), 1));
+        assert_eq!(stamps.anchor(read_at + 1, ticks + 2_000_000).1, 1);
+        // Short again: the gap doubles from there.
+        assert_eq!(stamps.anchor(read_at + 2, ticks + 2_000_010).1, 2);
     }
 }

@@ -105,33 +105,36 @@ pub(crate) struct TraceBuffer {
     /// What `collect` keeps of this worker's stream between takes; held
     /// through a take and its decoding, so two takes decode in turn.
     decoder: Mutex<Decoder>,
-    /// Traced tasks this worker has started and whose ends are not in
-    /// `records` yet (running, or in the worker's local stream, which it
-    /// flushes when it fills and whenever it goes idle). A task's
-    /// completion (the latch its waiter wakes on) comes after the increment
-    /// and before the flush: `collect` waits for the count, so a caller that
-    /// saw the completion sees the record. Only the buffer's worker writes
-    /// it, so a load and a store do (no locked instruction a task).
+    /// Traced tasks still open at the worker's last flush, plus one while
+    /// its local stream holds task codes not yet flushed (it flushes when
+    /// the stream fills and whenever it goes idle). A stream announces
+    /// itself at its first task code (`stream_started`), before that task
+    /// runs, so a task's completion (the latch its waiter wakes on) comes
+    /// after the count covers it and before the flush that hands its
+    /// record over: `collect` waits for the count, so a caller that saw the
+    /// completion sees the record. Only the buffer's worker writes it, a
+    /// load and a store a stream (no write a task).
     in_flight: AtomicUsize,
     /// The stamp the slot's next thread starts from.
     next_stamp: AtomicU64,
 }
 
 impl TraceBuffer {
-    /// Called by the buffer's own worker only.
-    #[inline]
-    pub(crate) fn task_started(&self) {
+    /// The worker's local stream is about to hold its first task code.
+    /// Called by the buffer's own worker only, once a stream.
+    pub(crate) fn stream_started(&self) {
         let n = self.in_flight.load(Ordering::Relaxed);
         self.in_flight.store(n + 1, Ordering::Relaxed);
     }
 
-    /// Move a worker's local stream (`codes` from stamp `first_stamp` on,
-    /// each task in it announced with `task_started`), its names and its
+    /// Move a worker's local stream (`codes` from stamp `first_stamp` on;
+    /// `announced` if it was, with `stream_started`), its names and its
     /// anchors into the buffer. Called by the buffer's own worker only.
     pub(crate) fn flush(
         &self,
         first_stamp: u64,
         codes: &[Cell<u8>],
+        announced: bool,
         names: &mut Vec<(u64, Arc<str>)>,
         anchors: &mut Vec<(u64, u64)>,
     ) {
@@ -140,13 +143,15 @@ impl TraceBuffer {
         if codes.is_empty() {
             return;
         }
-        let ended = self
-            .records
-            .lock()
-            .flushed
-            .append(first_stamp, codes, names, anchors);
-        let left = self.in_flight.load(Ordering::Relaxed);
-        self.in_flight.store(left - ended, Ordering::Release);
+        let (started, ended) =
+            self.records
+                .lock()
+                .flushed
+                .append(first_stamp, codes, names, anchors);
+        // The stream's token gives way to the tasks it leaves open.
+        let before = self.in_flight.load(Ordering::Relaxed);
+        let after = before + started - ended - usize::from(announced);
+        self.in_flight.store(after, Ordering::Release);
     }
 
     /// Where the slot's next thread starts its stamps.

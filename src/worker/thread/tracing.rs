@@ -5,8 +5,9 @@
 //! A traced task costs two one-byte codes in a stream the worker reuses
 //! (`observe/record.rs`): an open code with its rule as it starts, a close
 //! code as it ends; its stamps are the codes' positions. The worker also
-//! announces each task to its buffer (`TraceBuffer::task_started`, so that
-//! `collect` waits for it), reads the clock when its stamps say so
+//! announces each stream with task codes to its buffer, at its first
+//! (`TraceBuffer::stream_started`, so that `collect` waits for it), reads
+//! the clock when its stamps say so
 //! (`observe/stamp.rs`), and moves the stream to its buffer when it fills
 //! and whenever it goes idle (no lock per task). The untraced hot paths
 //! test only the worker's `tracing` flag and never touch this state.
@@ -38,8 +39,21 @@ pub(super) struct TraceLocal {
     buffer: *const TraceBuffer,
     /// The name the task that is ending gave itself, for its trace record.
     name: Cell<Option<Arc<str>>>,
+    /// Whether `name` holds one: a task's end tests this flag instead of
+    /// taking the name out and putting `None` back.
+    named: Cell<bool>,
     /// Codes in `codes` not yet flushed.
     len: Cell<usize>,
+    /// The index in `codes` of the next event that reads the clock.
+    read_at: Cell<usize>,
+    /// `read_at` or `STREAM`, whichever comes first: the one index an
+    /// event compares with (below it, an event is a store and a count).
+    /// Zero after a flush, so a stream's first event takes the slow path.
+    stop: Cell<usize>,
+    /// Whether this stream announced itself to the buffer
+    /// (`TraceBuffer::stream_started`): done at its first task code, on
+    /// the slow path.
+    announced: Cell<bool>,
     /// The stamp of `codes[0]`.
     first_stamp: Cell<u64>,
     /// When the worker reads the clock.
@@ -63,7 +77,12 @@ impl TraceLocal {
         TraceLocal {
             buffer,
             name: Cell::new(None),
+            named: Cell::new(false),
             len: Cell::new(0),
+            // The first event reads the clock.
+            read_at: Cell::new(0),
+            stop: Cell::new(0),
+            announced: Cell::new(false),
             first_stamp: Cell::new(buffer.next_stamp()),
             stamps: Stamps::new(),
             codes: (0..stream).map(|_| Cell::new(READ)).collect(),
@@ -99,9 +118,11 @@ impl WorkerThread {
     /// open code before it runs, a close code when it ends, by a guard, so
     /// a panic that leaves it is recorded too (no `catch_unwind` on the
     /// way).
-    #[inline]
+    /// Always inline: its callers are the traced paths themselves (cold,
+    /// out of line), and as a call of its own in a traced `join` it was a
+    /// second frame a task.
+    #[inline(always)]
     pub(crate) fn traced<R>(&self, rule: Rule, task: impl FnOnce() -> R) -> R {
-        self.trace_buffer().task_started();
         self.trace_event(record::open(rule));
         let _close = CloseRecord { worker: self };
         task()
@@ -114,12 +135,13 @@ impl WorkerThread {
     #[inline]
     pub(crate) fn trace_next_task(&self, name: Option<Arc<str>>, rule: Rule) {
         // The node's own name is the one its record gets.
-        drop(self.trace.name.take());
+        if self.trace.named.replace(false) {
+            drop(self.trace.name.take());
+        }
         self.trace_event(record::next(rule));
         if let Some(name) = name {
             self.name_last_event(name);
         }
-        self.trace_buffer().task_started();
     }
 
     /// The innermost traced task ends, with the name it gave itself, if
@@ -127,6 +149,16 @@ impl WorkerThread {
     #[inline]
     fn end_traced(&self) {
         self.trace_event(CLOSE);
+        if self.trace.named.get() {
+            self.name_ended_task();
+        }
+    }
+
+    /// The task whose end is the last code written takes the name it gave
+    /// itself.
+    #[cold]
+    fn name_ended_task(&self) {
+        self.trace.named.set(false);
         if let Some(name) = self.trace.name.take() {
             self.name_last_event(name);
         }
@@ -139,37 +171,40 @@ impl WorkerThread {
         self.trace.names.borrow_mut().push((stamp, name));
     }
 
-    /// Write `code` at the next stamp, reading the clock when the stamps
-    /// say so: the hot path, a few loads and stores.
+    /// Write `code` at the next stamp: the hot path, a compare, a store
+    /// and a count, until the stream is full or the clock is due
+    /// (`stop`).
     #[inline]
     fn trace_event(&self, code: u8) {
         let t = &self.trace;
         let len = t.len.get();
-        // The stream's last slot is kept for the flush's read code: one
-        // compare is both the full test and the bounds check.
-        match t.codes[..t.codes.len().saturating_sub(1)].get(len) {
-            Some(slot) => self.write_at(slot, len, code),
-            None => self.trace_event_after_flush(code),
+        if len < t.stop.get()
+            && let Some(slot) = t.codes.get(len)
+        {
+            slot.set(code);
+            t.len.set(len + 1);
+            return;
         }
+        self.trace_event_at_stop(code);
     }
 
+    /// `trace_event` at `stop`: flush a full stream, then write `code` and
+    /// read the clock if it is due.
     #[cold]
     #[inline(never)]
-    fn trace_event_after_flush(&self, code: u8) {
-        self.flush_trace();
+    fn trace_event_at_stop(&self, code: u8) {
         let t = &self.trace;
+        if t.len.get() >= STREAM {
+            self.flush_trace();
+        }
+        if !t.announced.replace(true) {
+            self.trace_buffer().stream_started();
+        }
         let len = t.len.get();
-        self.write_at(&t.codes[len], len, code);
-    }
-
-    /// Write `code` into `slot`, the stream's next (at `len`).
-    #[inline]
-    fn write_at(&self, slot: &Cell<u8>, len: usize, code: u8) {
-        let t = &self.trace;
-        slot.set(code);
+        t.codes[len].set(code);
         t.len.set(len + 1);
-        if t.stamps.due() {
-            self.anchor(t.first_stamp.get() + len as u64);
+        if len >= t.read_at.get() {
+            self.anchor(len);
         }
     }
 
@@ -180,14 +215,24 @@ impl WorkerThread {
         unsafe { &*self.trace.buffer }
     }
 
-    /// Read the clock for `stamp` and keep the reading as an anchor;
-    /// returns the reading.
+    /// Read the clock for the event at `index` in the stream and keep the
+    /// reading as an anchor; returns the reading.
     #[inline(never)]
-    fn anchor(&self, stamp: u64) -> u64 {
+    fn anchor(&self, index: usize) -> u64 {
+        let t = &self.trace;
         let now = self.registry.trace_now();
-        let anchor = self.trace.stamps.anchor(stamp, now);
-        self.trace.anchors.borrow_mut().push(anchor);
+        let stamp = t.first_stamp.get() + index as u64;
+        let (anchor, gap) = t.stamps.anchor(stamp, now);
+        t.anchors.borrow_mut().push(anchor);
+        self.read_at(index + gap as usize);
         now
+    }
+
+    /// The event at `index` reads the clock.
+    #[inline]
+    fn read_at(&self, index: usize) {
+        self.trace.read_at.set(index);
+        self.trace.stop.set(index.min(STREAM));
     }
 
     /// Read the trace clock now, at a read code of its own: the time of a
@@ -207,8 +252,9 @@ impl WorkerThread {
         let len = t.len.get();
         t.codes[len].set(READ);
         t.len.set(len + 1);
-        let now = self.anchor(t.first_stamp.get() + len as u64);
-        t.stamps.read_next();
+        let now = self.anchor(len);
+        // The next event reads the clock too.
+        self.read_at(len + 1);
         now
     }
 
@@ -221,6 +267,7 @@ impl WorkerThread {
     /// The task that is ending names itself for its trace record.
     #[inline]
     pub(crate) fn set_trace_name(&self, name: Option<Arc<str>>) {
+        self.trace.named.set(name.is_some());
         drop(self.trace.name.replace(name));
     }
 
@@ -234,9 +281,13 @@ impl WorkerThread {
             let len = t.len.replace(0);
             let first = t.first_stamp.get();
             t.first_stamp.set(first + len as u64);
+            // The read code just written was the stream's last event: the
+            // new stream's first reads the clock.
+            self.read_at(0);
             self.trace_buffer().flush(
                 first,
                 &t.codes[..len],
+                t.announced.replace(false),
                 &mut t.names.borrow_mut(),
                 &mut t.anchors.borrow_mut(),
             );
