@@ -66,9 +66,9 @@
 #![cfg_attr(loom, allow(dead_code))]
 
 use super::deque::{Steal, Words};
-use super::pop_mode::PopMode;
+use super::pop_mode::{PopMode, SharedMode};
 use crate::platform::asymmetric_fence::AsymmetricFence;
-use crate::platform::sync::{Arc, AtomicBool, AtomicIsize, AtomicPtr, Ordering, fence};
+use crate::platform::sync::{Arc, AtomicIsize, AtomicPtr, Ordering, fence};
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -124,9 +124,8 @@ struct Inner<T> {
     front: AtomicIsize,
     /// One past the newest item; written only by the owner.
     back: AtomicIsize,
-    /// Whether the owner's pops are fenced, so thieves need no heavy
-    /// barrier; written only by the owner. Always true without `asymmetric`.
-    fenced: AtomicBool,
+    /// The pop's mode as thieves see it (`pop_mode.rs`).
+    mode: SharedMode,
     /// The asymmetric fence, for a shared LIFO deque whose owner may pop in
     /// the fast mode (module docs); `None` keeps it fenced.
     asymmetric: Option<AsymmetricFence>,
@@ -249,7 +248,7 @@ impl<T: Words> Worker<T> {
     #[cfg(loom)]
     pub(crate) fn new_lifo_fenced() -> Self {
         let deque = Self::new(Flavor::Lifo);
-        deque.mode.go_fenced(0, &deque.inner.fenced);
+        deque.mode.go_fenced(0, &deque.inner.mode);
         deque
     }
 
@@ -270,12 +269,12 @@ impl<T: Words> Worker<T> {
             Flavor::Lifo => AsymmetricFence::new(),
             Flavor::LifoUnshared | Flavor::Fifo => None,
         };
-        let fast = asymmetric.is_some();
+        let (mode, shared_mode) = PopMode::new(asymmetric.is_some());
         Worker {
             inner: Arc::new(CachePadded::new(Inner {
                 front: AtomicIsize::new(0),
                 back: AtomicIsize::new(0),
-                fenced: AtomicBool::new(!fast),
+                mode: shared_mode,
                 asymmetric,
                 buffer: CachePadded::new(AtomicPtr::new(buffer)),
                 _items: PhantomData,
@@ -283,7 +282,7 @@ impl<T: Words> Worker<T> {
             // SAFETY: just made, and it lives as long as `inner`.
             ring: Cell::new(Ring::of(unsafe { &*buffer })),
             flavor,
-            mode: PopMode::new(fast),
+            mode,
         }
     }
 
@@ -309,7 +308,7 @@ impl<T: Words> Worker<T> {
         let b = self.inner.back.load(Ordering::Relaxed);
         // Acquire: a thief's read of a slot happens before we reuse it.
         let f = self.inner.front.load(Ordering::Acquire);
-        self.mode.push_saw_front(f, &self.inner.fenced);
+        self.mode.push_saw_front(f, &self.inner.mode);
         let mut buffer = self.buffer();
         if b.wrapping_sub(f) >= buffer.capacity() as isize {
             buffer = self.grow(f, b);
@@ -405,7 +404,7 @@ impl<T: Words> Worker<T> {
         if len <= 0 {
             return self.pop_lost_race(b, f, len);
         }
-        self.mode.pop_saw_front(f, &self.inner.fenced);
+        self.mode.pop_saw_front(f, &self.inner.mode);
         // SAFETY: slot `b` holds the words of an item we pushed, and it is
         // ours: thieves take only indices below `back`, and `f < b`.
         Some(unsafe { T::from_words(self.buffer().read(b)) })
@@ -448,8 +447,8 @@ impl<T: Words> Worker<T> {
             Ordering::Relaxed,
         ) {
             Ok(_) => {
-                self.mode.pop_saw_front(f, &self.inner.fenced);
-                self.mode.claimed_front(f.wrapping_add(1));
+                self.mode.pop_saw_front(f, &self.inner.mode);
+                self.mode.claimed_front(f.wrapping_add(1), &self.inner.mode);
                 // SAFETY: slot `f` holds the words of an item we pushed,
                 // and the CAS made that item ours, as in `steal_front`.
                 Some(unsafe { T::from_words(words) })
@@ -463,7 +462,7 @@ impl<T: Words> Worker<T> {
     /// both sides may want it (`len == 0`).
     #[cold]
     fn pop_lost_race(&self, b: isize, f: isize, len: isize) -> Option<T> {
-        self.mode.pop_saw_front(f, &self.inner.fenced);
+        self.mode.pop_saw_front(f, &self.inner.mode);
         if len < 0 {
             // A thief took the last one.
             self.inner.back.store(b.wrapping_add(1), Ordering::Relaxed);
@@ -477,7 +476,7 @@ impl<T: Words> Worker<T> {
             .compare_exchange(f, f.wrapping_add(1), Ordering::SeqCst, Ordering::Relaxed)
             .is_ok();
         if won {
-            self.mode.claimed_front(f.wrapping_add(1));
+            self.mode.claimed_front(f.wrapping_add(1), &self.inner.mode);
         }
         self.inner.back.store(b.wrapping_add(1), Ordering::Relaxed);
         // SAFETY: slot `b` holds the words of an item we pushed, and the
@@ -528,8 +527,7 @@ fn steal_front<T: Words>(inner: &Inner<T>) -> Steal<T> {
 fn steal_asymmetric<T: Words>(inner: &Inner<T>, asymmetric: &AsymmetricFence) -> Steal<T> {
     let f = inner.front.load(Ordering::Acquire);
     fence(Ordering::SeqCst);
-    // Acquire: pairs with `go_fenced`.
-    let fenced = inner.fenced.load(Ordering::Acquire);
+    let fenced = inner.mode.is_fenced();
     // Acquire (with the push's fence): item `f` was written before `back`
     // passed it.
     let mut b = inner.back.load(Ordering::Acquire);
@@ -538,6 +536,9 @@ fn steal_asymmetric<T: Words>(inner: &Inner<T>, asymmetric: &AsymmetricFence) ->
     if !fenced && b.wrapping_sub(f) > 0 {
         // Pairs with the owner's light section in `pop_back`.
         asymmetric.heavy();
+        // Whether or not we get the item, one barrier a visit is enough:
+        // the owner fences from its next pop on.
+        inner.mode.request_fence();
         b = inner.back.load(Ordering::Acquire);
     }
     claim(inner, f, b)
