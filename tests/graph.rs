@@ -198,7 +198,7 @@ impl Probe {
     /// After `runs` runs in all: no node started before its predecessors
     /// (and their subflows) finished, every node ran `runs` times, every
     /// subflow spawned and finished all its subtasks each time, and every
-    /// node with affinity ran on its worker at least 90% of the time.
+    /// node with affinity ran on its worker at least 75% of the time.
     fn verify(&self, runs: u64, context: &str) {
         self.order.assert_none(context, "ordering violations");
         for i in 0..self.preds.len() {
@@ -217,10 +217,16 @@ impl Probe {
             self.placement.count.load(Ordering::SeqCst),
             self.pinned.load(Ordering::SeqCst),
         );
-        // 10%: these pools have up to 4 workers on 2 cores, where a
-        // descheduled worker looks stuck and its proxies are claimed.
+        // A quarter: these pools have up to 4 workers on 2 cores, where a
+        // descheduled worker looks stuck and its proxies are claimed, as
+        // designed; beside busy loops (`under-load`) a worker is off its
+        // core for whole time slices. Over many runs per context the share
+        // elsewhere stayed under 7% there, but one in about twelve loaded
+        // runs of the test passed 10% on some context. Affinity ignored
+        // would put at least half the runs elsewhere (one worker in two or
+        // more by chance), so a quarter still catches it.
         assert!(
-            off * 100 <= pinned * 10,
+            off * 100 <= pinned * 25,
             "{context}: {off} of {pinned} runs of nodes with affinity were elsewhere, the first: {}",
             self.placement
                 .first
