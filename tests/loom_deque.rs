@@ -45,6 +45,26 @@ fn thief(stealer: LoomChaseLevStealer, taken: &Arc<Taken>) -> thread::JoinHandle
     thread::spawn(move || taken.take(stealer.steal()))
 }
 
+/// `items` pushed, then two thieves steal once each while the owner pops
+/// `pops` times; every item is taken once.
+fn two_thieves_one_steal_each(deque: LoomChaseLev, items: u32, pops: usize) {
+    for item in 0..items {
+        deque.push(item);
+    }
+    let taken = Taken::new(items as usize);
+    let thieves = [
+        thief(deque.stealer(), &taken),
+        thief(deque.stealer(), &taken),
+    ];
+    for _ in 0..pops {
+        taken.take(deque.pop());
+    }
+    for t in thieves {
+        t.join().unwrap();
+    }
+    taken.check(&deque);
+}
+
 /// The race the fence exists for: two items, two thieves, a fast pop.
 /// The first thief takes item 0; the second reads `front` after that
 /// claim and may read a `back` older than the owner's pop, which takes
@@ -52,27 +72,13 @@ fn thief(stealer: LoomChaseLevStealer, taken: &Arc<Taken>) -> thread::JoinHandle
 /// taking item 1 too.
 #[test]
 fn fast_pop_against_two_thieves() {
-    loom::model(|| {
-        let deque = LoomChaseLev::new();
-        deque.push(0);
-        deque.push(1);
-        let taken = Taken::new(2);
-        let thieves = [
-            thief(deque.stealer(), &taken),
-            thief(deque.stealer(), &taken),
-        ];
-        taken.take(deque.pop());
-        for t in thieves {
-            t.join().unwrap();
-        }
-        taken.check(&deque);
-    });
+    loom::model(|| two_thieves_one_steal_each(LoomChaseLev::new(), 2, 1));
 }
 
 /// The mode changes under a thief: the owner's pops go fenced when a
 /// steal moved `front`, then go fast again after one quiet pop, while the
-/// thief may be between reading the mode and claiming. Pushes in between grow the buffer (four slots
-/// in the model).
+/// thief may be between reading the mode and claiming. Pushes in between
+/// grow the buffer (four slots in the model).
 #[test]
 fn mode_changes_under_a_thief() {
     loom::model(|| {
@@ -107,21 +113,5 @@ fn mode_changes_under_a_thief() {
 /// could both take item 1 (after the other thief took item 0).
 #[test]
 fn leaving_the_fenced_mode_under_two_thieves() {
-    loom::model(|| {
-        let deque = LoomChaseLev::new_fenced();
-        for item in 0..3 {
-            deque.push(item);
-        }
-        let taken = Taken::new(3);
-        let thieves = [
-            thief(deque.stealer(), &taken),
-            thief(deque.stealer(), &taken),
-        ];
-        taken.take(deque.pop());
-        taken.take(deque.pop());
-        for t in thieves {
-            t.join().unwrap();
-        }
-        taken.check(&deque);
-    });
+    loom::model(|| two_thieves_one_steal_each(LoomChaseLev::new_fenced(), 3, 2));
 }
