@@ -9,8 +9,9 @@
 //! # Falling asleep
 //!
 //! A worker that finds nothing searches again, in rounds, yielding between
-//! them, or spinning when its last yield waited for another thread (a
-//! loaded machine, where a yield costs a time slice: `pause.rs`)
+//! them, or, when its last yield waited for another thread (where a yield
+//! costs a time slice), spinning while another worker is active, and
+//! napping while none is and another process holds cores (`pause.rs`)
 //! (one that just ran a share of a parallel loop, or waits for the
 //! other shares of its own, first searches for 200 us, yielding: the next
 //! step of an iterated loop comes within microseconds, and a wake from a
@@ -278,25 +279,22 @@ impl Sleep {
             .pause(
                 idle_state.rounds,
                 idle_state.rounds == ROUNDS_UNTIL_SLEEPING,
+                || self.counters.load().inactive_threads() < self.worker_sleep_states.len(),
             );
         #[cfg(loom)]
         let _ = idle_state;
     }
 
-    /// Whether the worker's yields wait for another process's threads (a
-    /// loaded machine): then a yield costs a time slice, and a short wait
-    /// had better spin (`pause.rs`). Always false under loom.
+    /// Whether yields wait for another process's threads (a loaded
+    /// machine, as the process last saw it): then a yield costs a time
+    /// slice, and a short wait had better spin (`pause.rs`). Always false
+    /// under loom.
     #[inline]
-    pub(crate) fn yields_meet_neighbours(&self, worker_index: usize) -> bool {
+    pub(crate) fn yields_meet_neighbours(&self) -> bool {
         #[cfg(not(loom))]
-        return self.worker_sleep_states[worker_index]
-            .pauses
-            .yields_meet_neighbours();
+        return pause::machine_has_neighbour();
         #[cfg(loom)]
-        {
-            let _ = worker_index;
-            false
-        }
+        false
     }
 
     /// Make the JEC even (if work was posted since the last sleepy thread)

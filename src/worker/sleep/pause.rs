@@ -18,16 +18,35 @@
 //!   made. Replacing these yields with spins made a sleep stress test with
 //!   more threads than cores 1.5 to 2 times slower under ThreadSanitizer.
 //!
-//! So the worker remembers two things. Whether its last yield waited:
-//! while yields wait, the first `SPINNING_ROUNDS` rounds of a search spin
-//! in place instead. And whom its last yield before sleeping met, which
-//! it measures once yields wait (two system calls beside a sleep; an
-//! idle machine's yields return at once and pay none): after our own
-//! threads, or an idle machine, the next search yields before sleeping
-//! too; after a neighbour, every search spins its first rounds and skips
-//! that yield, sleeping at once (a wake then costs a wake, not a slice),
-//! and the worker yields before sleeping again only `PROBE_EVERY_MS`
-//! later, which is how it notices that the load has gone.
+//! So a worker remembers whether its last yield waited, and the process
+//! remembers whether the last yield before a sleep met a neighbour (a
+//! verdict about the machine, shared by every worker of every pool: a pool
+//! built a moment ago inherits it instead of paying a slice to learn it).
+//! While yields wait, the first `SPINNING_ROUNDS` rounds of a search do
+//! not yield:
+//!
+//! * while another worker of the pool runs tasks, they spin: that worker
+//!   holds a core and may hand work on within microseconds (a pipeline's
+//!   next batch, a join's other half);
+//! * on a machine with a neighbour and no other worker active, they nap
+//!   (`NAP`, a timed sleep). The next work then comes from a thread outside
+//!   the pool, or from a worker that lost its core, and either may be
+//!   waiting for the very core a spin would hold; a nap frees it and, unlike
+//!   a yield, comes back without queueing behind the busy loops. Spinning
+//!   there, a soak round on kept pools of four workers and one beside two
+//!   busy loops took five times as long as napping;
+//! * otherwise (yields that wait for our own threads: more threads than
+//!   cores on an idle machine) they spin too: there the next post comes
+//!   from a thread that is running, and a nap's timer slack (50 us) made
+//!   such a soak's rounds 1.5 times slower.
+//!
+//! After a neighbour, a search also skips the yield before sleeping,
+//! sleeping at once (a wake then costs a wake, not a slice), and a worker
+//! yields before sleeping again only `PROBE_EVERY_MS` later, which is how
+//! the process notices that the load has gone. After our own threads, or
+//! on an idle machine, the yield before sleeping stays; it is measured once
+//! yields wait (two system calls beside a sleep; an idle machine's yields
+//! return at once and pay none).
 //!
 //! Which threads ran is read off the process's CPU clock, while the
 //! worker was off its core: more CPU time than all the other cores could
@@ -40,8 +59,10 @@
 //! cautious choice).
 //!
 //! Invariant: none of this is part of the sleep protocol (the pause only
-//! spaces out search rounds); the state is the worker's own, touched by no
-//! other thread.
+//! spaces out search rounds, and a nap is bounded); `Pauses` is its
+//! worker's own, and the machine verdict (`MACHINE`) is a hint any worker
+//! may overwrite (relaxed: a stale read costs a pause of the wrong kind,
+//! nothing else).
 
 use crate::platform::cpu_clock::process_cpu_time;
 use crate::platform::sync::thread;
@@ -52,6 +73,24 @@ use std::time::{Duration, Instant};
 const SPINNING_ROUNDS: u32 = 10;
 /// One spinning pause.
 const SPIN_PAUSE: Duration = Duration::from_micros(5);
+/// One pause of those rounds while no other worker of the pool is active:
+/// a timed sleep (with the kernel's timer slack, 50 to 100 us here).
+const NAP: Duration = Duration::from_micros(20);
+/// What the process knows about the machine's load (see the module
+/// documentation).
+struct MachineVerdict {
+    /// The last classified yield before a sleep met a neighbour.
+    neighbour: AtomicBool,
+    /// When (`now_ms`) a search skipping its yield before sleeping next
+    /// yields anyway (`probe_due`).
+    next_probe: AtomicU64,
+}
+
+static MACHINE: MachineVerdict = MachineVerdict {
+    neighbour: AtomicBool::new(false),
+    next_probe: AtomicU64::new(0),
+};
+
 /// A yield that took longer than this ran someone else first.
 const YIELD_WAITED: Duration = Duration::from_micros(50);
 /// After the yield before sleeping met a neighbour, the worker yields
@@ -79,11 +118,6 @@ enum Met {
 pub(super) struct Pauses {
     /// The last yield waited for another thread.
     last_waited: AtomicBool,
-    /// The last yield before sleeping waited for a neighbour.
-    neighbour_before_sleep: AtomicBool,
-    /// When (`now_ms`) a search skipping its yield before sleeping next
-    /// yields anyway (`probe_due`).
-    next_probe: AtomicU64,
     /// The cores the process may run on besides the worker's, read when
     /// the pool is built: `available_parallelism` may read cgroup files
     /// and allocate, which a worker's wait must not.
@@ -94,18 +128,27 @@ impl Pauses {
     pub(super) fn new() -> Self {
         Pauses {
             last_waited: AtomicBool::new(false),
-            neighbour_before_sleep: AtomicBool::new(false),
-            next_probe: AtomicU64::new(0),
             other_cores: other_cores(),
         }
     }
 
     /// Pause after the search round `round` found nothing; `before_sleep`
-    /// for the last pause before the worker blocks.
-    pub(super) fn pause(&self, round: u32, before_sleep: bool) {
-        let neighbour = self.neighbour_before_sleep.load(Relaxed);
+    /// for the last pause before the worker blocks. `others_active` says
+    /// whether another worker of the pool is running tasks now; it is read
+    /// only on a loaded machine.
+    pub(super) fn pause(
+        &self,
+        round: u32,
+        before_sleep: bool,
+        others_active: impl FnOnce() -> bool,
+    ) {
+        let neighbour = MACHINE.neighbour.load(Relaxed);
         if (neighbour || self.last_waited.load(Relaxed)) && round < SPINNING_ROUNDS {
-            spin(SPIN_PAUSE);
+            if !neighbour || others_active() {
+                spin(SPIN_PAUSE);
+            } else {
+                thread::sleep(NAP);
+            }
             return;
         }
         if !before_sleep {
@@ -130,24 +173,24 @@ impl Pauses {
             Some(Met::Neighbour) => true,
             Some(Met::Unknown) => neighbour,
         };
-        self.neighbour_before_sleep.store(neighbour, Relaxed);
+        MACHINE.neighbour.store(neighbour, Relaxed);
         if neighbour {
-            self.next_probe.store(now_ms() + PROBE_EVERY_MS, Relaxed);
+            MACHINE.next_probe.store(now_ms() + PROBE_EVERY_MS, Relaxed);
         }
-    }
-
-    /// Whether the worker's last yield before sleeping met a neighbour:
-    /// its other yields had better spin too (`WorkerThread::search_or_sleep`
-    /// lingering after a loop share).
-    pub(super) fn yields_meet_neighbours(&self) -> bool {
-        self.neighbour_before_sleep.load(Relaxed)
     }
 
     /// Whether to yield before this sleep after all, to see whether the
     /// neighbour is still there: once every `PROBE_EVERY_MS`.
     fn probe_due(&self) -> bool {
-        now_ms() >= self.next_probe.load(Relaxed)
+        now_ms() >= MACHINE.next_probe.load(Relaxed)
     }
+}
+
+/// Whether the process's last classified yield before a sleep met a
+/// neighbour: a worker's other yields had better spin too
+/// (`WorkerThread::search_or_sleep` lingering after a loop share).
+pub(super) fn machine_has_neighbour() -> bool {
+    MACHINE.neighbour.load(Relaxed)
 }
 
 /// Milliseconds since the first call in the process (a clock that fits an

@@ -197,7 +197,7 @@ impl WorkerThread {
         let mut lingered = 0u32;
         // On a machine loaded by other processes a yield waits a time
         // slice: linger spinning only.
-        let linger_yields = !sleep.yields_meet_neighbours(self.index);
+        let linger_yields = !sleep.yields_meet_neighbours();
         while !latch.probe() {
             if let Some((job, rule)) = self.find_work_with(access) {
                 mailbox.set_busy();
