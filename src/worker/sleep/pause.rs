@@ -1,6 +1,6 @@
 //! How a searching worker pauses between two search rounds: a yield, a
-//! short spin, or (right before sleeping, on a machine loaded by other
-//! processes) nothing.
+//! short spin, a short timed sleep (a nap), or (right before sleeping, on
+//! a machine loaded by other processes) nothing.
 //!
 //! A yield is cheap on an idle machine (0.6 us here). On a loaded one it
 //! hands the core to whatever else is runnable, and what the yield then
@@ -33,12 +33,13 @@
 //!   the pool, or from a worker that lost its core, and either may be
 //!   waiting for the very core a spin would hold; a nap frees it and, unlike
 //!   a yield, comes back without queueing behind the busy loops. Spinning
-//!   there, a soak round on kept pools of four workers and one beside two
-//!   busy loops took five times as long as napping;
+//!   there, soak rounds (`tests/soak.rs`) on kept pools of four workers and
+//!   one, beside two busy loops on two cores, took five times as long as
+//!   napping;
 //! * otherwise (yields that wait for our own threads: more threads than
 //!   cores on an idle machine) they spin too: there the next post comes
-//!   from a thread that is running, and a nap's timer slack (50 us) made
-//!   such a soak's rounds 1.5 times slower.
+//!   from a thread that is running, and napping (with the kernel's 50 us
+//!   timer slack) made such soak rounds 1.5 to 1.7 times slower.
 //!
 //! After a neighbour, a search also skips the yield before sleeping,
 //! sleeping at once (a wake then costs a wake, not a slice), and a worker
