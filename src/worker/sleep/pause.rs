@@ -38,8 +38,9 @@
 //!   napping;
 //! * otherwise (yields that wait for our own threads: more threads than
 //!   cores on an idle machine) they spin too: there the next post comes
-//!   from a thread that is running, and napping (with the kernel's 50 us
-//!   timer slack) made such soak rounds 1.5 to 1.7 times slower.
+//!   from a thread that is running, and napping (a nap takes 85 to 95 us
+//!   here, with the kernel's timer slack) made such soak rounds 1.5 to 1.7
+//!   times slower.
 //!
 //! After a neighbour, a search also skips the yield before sleeping,
 //! sleeping at once (a wake then costs a wake, not a slice), and a worker
@@ -75,7 +76,7 @@ const SPINNING_ROUNDS: u32 = 10;
 /// One spinning pause.
 const SPIN_PAUSE: Duration = Duration::from_micros(5);
 /// One pause of those rounds while no other worker of the pool is active:
-/// a timed sleep (with the kernel's timer slack, 50 to 100 us here).
+/// a timed sleep (with the kernel's timer slack, 85 to 95 us here).
 const NAP: Duration = Duration::from_micros(20);
 /// What the process knows about the machine's load (see the module
 /// documentation).
