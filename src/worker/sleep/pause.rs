@@ -146,10 +146,9 @@ impl Pauses {
     ) {
         let neighbour = MACHINE.neighbour.load(Relaxed);
         if (neighbour || self.last_waited.load(Relaxed)) && round < SPINNING_ROUNDS {
-            if !neighbour || others_active() {
-                spin(SPIN_PAUSE);
-            } else {
-                thread::sleep(NAP);
+            match unyielding_pause(neighbour, others_active) {
+                Unyielding::Spin => spin(SPIN_PAUSE),
+                Unyielding::Nap => thread::sleep(NAP),
             }
             return;
         }
@@ -185,6 +184,25 @@ impl Pauses {
     /// neighbour is still there: once every `PROBE_EVERY_MS`.
     fn probe_due(&self) -> bool {
         now_ms() >= MACHINE.next_probe.load(Relaxed)
+    }
+}
+
+/// A pause of the first search rounds once yields wait.
+#[derive(Debug, PartialEq, Eq)]
+enum Unyielding {
+    Spin,
+    Nap,
+}
+
+/// Spin while another worker of the pool is active (its hand-off comes
+/// within microseconds) or while no neighbour holds the cores (the yields
+/// waited for our own threads, whose next post comes soon); nap beside a
+/// neighbour with no worker active. `others_active` is read only then.
+fn unyielding_pause(neighbour: bool, others_active: impl FnOnce() -> bool) -> Unyielding {
+    if !neighbour || others_active() {
+        Unyielding::Spin
+    } else {
+        Unyielding::Nap
     }
 }
 
@@ -265,7 +283,7 @@ fn other_cores() -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{Met, classify_wait};
+    use super::{Met, Unyielding, classify_wait, unyielding_pause};
     use std::time::Duration;
 
     const MS: Duration = Duration::from_millis(1);
@@ -293,5 +311,20 @@ mod tests {
         // this one, or ours ran here while the other core idled.
         assert_eq!(classify_wait(4 * MS, 4 * MS, 1), Met::Unknown);
         assert_eq!(classify_wait(2 * MS, 4 * MS, 1), Met::Unknown);
+    }
+
+    #[test]
+    fn a_loaded_machine_naps_only_while_no_other_worker_is_active() {
+        assert_eq!(unyielding_pause(true, || true), Unyielding::Spin);
+        assert_eq!(unyielding_pause(true, || false), Unyielding::Nap);
+    }
+
+    #[test]
+    fn yields_that_wait_for_our_own_threads_keep_spinning() {
+        // The counters are not even read: no neighbour, no nap.
+        assert_eq!(
+            unyielding_pause(false, || unreachable!("read only beside a neighbour")),
+            Unyielding::Spin
+        );
     }
 }
