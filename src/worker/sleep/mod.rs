@@ -101,6 +101,8 @@ pub(crate) mod counters;
 #[cfg(not(loom))]
 mod pause;
 
+#[cfg(not(loom))]
+use crate::platform::cpu_spread;
 use crate::platform::latch::CoreLatch;
 use crate::platform::sync::{AtomicUsize, Condvar, Mutex, Ordering, fence};
 use counters::{AtomicCounters, JobsEventCounter};
@@ -146,6 +148,11 @@ struct WorkerSleepState {
     /// loom models check.
     #[cfg(not(loom))]
     pauses: pause::Pauses,
+    /// The CPU the worker woke up on last (`cpu_spread.rs`), `UNKNOWN`
+    /// while it sleeps. Written by the worker, read by the others when
+    /// they wake; a placement hint outside the protocol.
+    #[cfg(not(loom))]
+    cpu: std::sync::atomic::AtomicI32,
 }
 
 /// The sleep state of one pool.
@@ -192,6 +199,8 @@ impl Sleep {
                         condvar: Condvar::new(),
                         #[cfg(not(loom))]
                         pauses: pause::Pauses::new(),
+                        #[cfg(not(loom))]
+                        cpu: std::sync::atomic::AtomicI32::new(cpu_spread::UNKNOWN),
                     })
                 })
                 .collect(),
@@ -297,6 +306,28 @@ impl Sleep {
         false
     }
 
+    /// A worker woke up: if another awake worker noted the CPU it woke on,
+    /// move to an allowed CPU none of them noted (`cpu_spread.rs`); then
+    /// note where it runs.
+    #[cfg(not(loom))]
+    fn spread_after_wake(&self, worker_index: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let others = || {
+            self.worker_sleep_states
+                .iter()
+                .enumerate()
+                .filter(move |&(index, _)| index != worker_index)
+                .map(|(_, state)| state.cpu.load(Relaxed))
+        };
+        let mut here = cpu_spread::current_cpu();
+        if cpu_spread::crowded(here, others()) {
+            here = cpu_spread::move_off(std::iter::once(here).chain(others())).unwrap_or(here);
+        }
+        self.worker_sleep_states[worker_index]
+            .cpu
+            .store(here, Relaxed);
+    }
+
     /// Make the JEC even (if work was posted since the last sleepy thread)
     /// and return it.
     fn announce_sleepy(&self) -> JobsEventCounter {
@@ -351,6 +382,10 @@ impl Sleep {
             false
         } else {
             *is_blocked = true;
+            #[cfg(not(loom))]
+            sleep_state
+                .cpu
+                .store(cpu_spread::UNKNOWN, std::sync::atomic::Ordering::Relaxed);
             // Read after the sleeping-count CAS (see "Heartbeat").
             #[cfg(not(loom))]
             if self.heartbeats.load(Ordering::SeqCst) > 0 {
@@ -388,6 +423,11 @@ impl Sleep {
             }
             true
         };
+        drop(is_blocked);
+        #[cfg(not(loom))]
+        if slept {
+            self.spread_after_wake(worker_index);
+        }
 
         idle_state.wake_fully();
         latch.wake_up();
