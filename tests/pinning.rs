@@ -127,3 +127,45 @@ fn steals_try_the_nearest_tier_first_and_are_counted_by_tier() {
         assert_eq!(by(w, Proximity::SameL3), stats.workers[w].steals, "{stats}");
     }
 }
+
+/// A worker woken on a CPU another worker of its pool runs on moves off it
+/// by narrowing its allowed CPUs and restoring them at once: no task may
+/// ever run under a narrowed set, and a pinned worker keeps its one CPU.
+/// Each round lets the workers fall asleep, then wakes both with work.
+#[test]
+#[cfg_attr(miri, ignore)]
+fn woken_workers_run_every_task_under_their_own_allowed_cpus() {
+    let process = my_cpus();
+    let free = Pool::builder().num_threads(2).build().unwrap();
+    let pinned = Pool::builder()
+        .num_threads(2)
+        .pinning(Pinning::Cores)
+        .build()
+        .unwrap();
+    for _ in 0..40 {
+        // Longer than a search's rounds: both pools' workers sleep.
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        for (index, cpus) in free.broadcast(|_| my_cpus()).into_iter().enumerate() {
+            assert_eq!(cpus, process, "unpinned worker {index}");
+        }
+        for (index, cpus) in pinned.broadcast(|_| my_cpus()).into_iter().enumerate() {
+            let core = pinned.worker_core(index).expect("pinned");
+            assert_eq!(
+                cpus,
+                BTreeSet::from([core.os_index as usize]),
+                "pinned worker {index}"
+            );
+        }
+        // Work that wakes the second worker while the first runs.
+        let (a, b) = free.install(|| {
+            sixfold::join(
+                || {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                    my_cpus()
+                },
+                my_cpus,
+            )
+        });
+        assert_eq!((a, b), (process.clone(), process.clone()));
+    }
+}
