@@ -453,6 +453,45 @@ fn bench_wake_latency(ours: &Pool, theirs: &rayon::ThreadPool) {
     println!("wake_latency {a:.1} {b:.1} {:.3}", a / b);
 }
 
+/// Busy-wait `d` (a stand-in for a burst's work that no sleep can skip).
+fn spin_for(d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// `burst_after_idle/2x500us`: the pool sleeps (2 ms, untimed), then one
+/// `join` of two 500 us halves from outside: periodic work, as a frame
+/// loop or a request handler gives it. The woken workers must end up on
+/// both CPUs: with both on one, the halves run one after the other
+/// (about 1 ms instead of 0.5).
+fn bench_burst_after_idle(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let half = Duration::from_micros(500);
+    let idle = Duration::from_millis(2);
+    let (a, b) = compare(
+        "burst_after_idle/2x500us",
+        21,
+        side(|| {
+            std::thread::sleep(idle);
+            || {
+                ours.install(|| sixfold::join(|| spin_for(half), || spin_for(half)));
+            }
+        }),
+        side(|| {
+            std::thread::sleep(idle);
+            || {
+                theirs.install(|| rayon::join(|| spin_for(half), || spin_for(half)));
+            }
+        }),
+    );
+    println!(
+        "#   burst_after_idle/2x500us: sixfold {:.3} ms, rayon {:.3} ms; both halves at once take 0.5 ms, one after the other 1.0",
+        ms(a),
+        ms(b)
+    );
+}
+
 // ---------------------------------------------------------------- scopes
 
 /// A binary tree of spawns, 2^(depth+1) - 1 tasks.
@@ -622,7 +661,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 38] = [
+    let benches: [(&str, Bench); 39] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_cps/30/1worker", bench_fib_cps_one_worker),
         ("fib_join/30", bench_fib_join),
@@ -688,6 +727,7 @@ fn main() {
         ("trace_cost", placement::bench_trace_cost),
         ("idle_cpu", bench_idle_cpu),
         ("wake_latency", bench_wake_latency),
+        ("burst_after_idle/2x500us", bench_burst_after_idle),
     ];
     println!(
         "# name sixfold_ms rayon_ms ratio(sixfold/rayon)  [{} threads, medians]",
