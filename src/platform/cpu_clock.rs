@@ -31,11 +31,10 @@ pub(crate) fn process_cpu_time() -> Option<Duration> {
 
 #[cfg(test)]
 mod tests {
-    use super::process_cpu_time;
-
     #[test]
     #[cfg(all(unix, not(miri)))]
     fn the_clock_advances_while_a_thread_works() {
+        use super::process_cpu_time;
         let start = process_cpu_time().expect("a process clock on Unix");
         // Other tests' threads count too, so this only asserts that the
         // clock moves, by a millisecond, within a generous deadline.

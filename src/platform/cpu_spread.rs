@@ -104,7 +104,7 @@ pub(crate) fn move_off(avoid: impl IntoIterator<Item = i32>) -> Option<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::{UNKNOWN, crowded, current_cpu, move_off};
+    use super::{UNKNOWN, crowded};
 
     #[test]
     fn crowded_only_by_an_awake_worker_on_the_same_cpu() {
@@ -119,6 +119,7 @@ mod tests {
     #[test]
     #[cfg(all(target_os = "linux", not(miri)))]
     fn move_off_lands_outside_the_avoided_cpu_and_restores_the_mask() {
+        use super::{current_cpu, move_off};
         let size = std::mem::size_of::<libc::cpu_set_t>();
         let allowed_now = move || {
             // SAFETY: as in `move_off`.
