@@ -306,9 +306,9 @@ impl Sleep {
         false
     }
 
-    /// A worker woke up: if another awake worker noted the CPU it woke on
-    /// and no other process holds the cores, move to an allowed CPU none
-    /// of them noted (`cpu_spread.rs`); then note where it runs.
+    /// A worker woke up: if another awake worker noted the CPU it woke on,
+    /// move to an allowed CPU none of them noted (`cpu_spread.rs`); then
+    /// note where it runs.
     #[cfg(not(loom))]
     fn spread_after_wake(&self, worker_index: usize) {
         use std::sync::atomic::Ordering::Relaxed;
@@ -320,9 +320,7 @@ impl Sleep {
                 .map(|(_, state)| state.cpu.load(Relaxed))
         };
         let mut here = cpu_spread::current_cpu();
-        // Beside a busy neighbour no CPU is idle, and the kernel weighs
-        // its threads against ours: leave the placement to it.
-        if !pause::machine_has_neighbour() && cpu_spread::crowded(here, others()) {
+        if cpu_spread::crowded(here, others()) {
             here = cpu_spread::move_off(std::iter::once(here).chain(others())).unwrap_or(here);
         }
         self.worker_sleep_states[worker_index]
