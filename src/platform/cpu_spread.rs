@@ -22,12 +22,12 @@
 //! allowed before. A move costs about 26 us here (the kernel migrates
 //! through its stopper thread and an inter-processor interrupt); the join
 //! then takes 0.58 to 0.61 ms, and 2 wavefront runs in 360 stayed on one
-//! CPU (49 in 480 before). Waiting for the sharing to last before moving, so that short
-//! bursts would not pay, kept a third of the wavefront's slow runs: a
-//! worker that shares a CPU seldom gets to look again. Beside busy loops
-//! of another process the move helps as much (the join: 0.53 ms in ten
-//! runs out of ten, against 1.02 ms in four of ten without it), so it
-//! does not depend on the machine's load.
+//! CPU (49 in 480 before). Waiting for the sharing to last before moving,
+//! so that short bursts would not pay, kept a third of the wavefront's
+//! slow runs: a worker that shares a CPU seldom gets to look again. Beside
+//! busy loops of another process the move helps as much (the join: 0.53
+//! ms in ten runs out of ten, against 1.02 ms in four of ten without it),
+//! so it does not depend on the machine's load.
 //!
 //! Invariants: a thread's allowed CPUs are narrowed only between the two
 //! calls of `move_off` and always restored to what they were; a thread
