@@ -33,7 +33,8 @@
 //! calls of `move_off` and always restored to what they were; a thread
 //! allowed a single CPU (a pinned worker, or one the user pinned in a start
 //! handler) is never moved; outside Linux, and under Miri, nothing moves
-//! and every CPU is `UNKNOWN`.
+//! and every CPU is `UNKNOWN`. (A change another thread makes to a
+//! worker's allowed CPUs between the two calls is undone by the second.)
 
 /// A CPU no worker runs on: asleep, or where the platform cannot tell.
 pub(crate) const UNKNOWN: i32 = -1;
