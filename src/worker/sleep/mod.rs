@@ -45,7 +45,12 @@
 //! * a searcher that finds work wakes at most one sleeper, and only if
 //!   injected work is still visible (rayon wakes up to two
 //!   unconditionally, which woke the whole pool per sporadic task);
-//! * 10 search rounds before getting sleepy instead of 32.
+//! * 10 search rounds before getting sleepy instead of 32;
+//! * a waker that goes on running (an own-deque push, a searcher that
+//!   found work) steers the sleeper it wakes off its own CPU and the awake
+//!   workers' (`steer_waking`, `platform/cpu_spread.rs`): left to the
+//!   kernel, the sleeper often queued behind its waker for the rest of a
+//!   time slice while another CPU idled.
 //!
 //! Together: 0.03-0.035 of a core for one task a millisecond, where rayon
 //! uses 0.13 in the same runs. Under loom the search rounds do not yield
@@ -153,6 +158,14 @@ struct WorkerSleepState {
     /// they wake; a placement hint outside the protocol.
     #[cfg(not(loom))]
     cpu: std::sync::atomic::AtomicI32,
+    /// The worker's thread (`cpu_spread::thread_id`), noted before it
+    /// blocks, for a waker to steer it (`steer_waking`).
+    #[cfg(not(loom))]
+    thread: std::sync::atomic::AtomicI32,
+    /// The CPUs a waker narrowed the worker from, for the worker to
+    /// restore once it runs.
+    #[cfg(not(loom))]
+    steered: parking_lot::Mutex<Option<cpu_spread::CpuSet>>,
 }
 
 /// The sleep state of one pool.
@@ -164,6 +177,14 @@ pub(crate) struct Sleep {
     /// sleepers wake every `HEARTBEAT`. On a line of its own: read by
     /// every worker that falls asleep.
     heartbeats: CachePadded<AtomicUsize>,
+}
+
+/// Whether a waker keeps the sleeper it wakes off its own CPU
+/// (`Sleep::steer_waking`): only a waker that goes on running does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Steer {
+    No,
+    OffOurCpu,
 }
 
 /// A searching worker's progress towards sleep.
@@ -201,6 +222,10 @@ impl Sleep {
                         pauses: pause::Pauses::new(),
                         #[cfg(not(loom))]
                         cpu: std::sync::atomic::AtomicI32::new(cpu_spread::UNKNOWN),
+                        #[cfg(not(loom))]
+                        thread: std::sync::atomic::AtomicI32::new(cpu_spread::UNKNOWN),
+                        #[cfg(not(loom))]
+                        steered: parking_lot::Mutex::new(None),
                     })
                 })
                 .collect(),
@@ -246,7 +271,8 @@ impl Sleep {
     pub(crate) fn work_found(&self, more_work: impl FnOnce() -> bool) {
         let sleepers = self.counters.sub_inactive_thread();
         if sleepers > 0 && more_work() {
-            self.wake_any_threads(1);
+            // We run what we found: the sleeper had better not queue behind us.
+            self.wake_any_threads(1, Steer::OffOurCpu);
         }
     }
 
@@ -328,6 +354,28 @@ impl Sleep {
             .store(here, Relaxed);
     }
 
+    /// Worker `index` is about to be woken (by the caller, holding its
+    /// sleep lock): keep it off the caller's CPU and the CPUs the awake
+    /// workers noted, when another allowed CPU is left (`cpu_spread.rs`).
+    /// Left to the kernel, a woken thread is often queued behind its waker
+    /// on the waker's own CPU, and runs only when the waker's time slice
+    /// ends, milliseconds later, while another CPU idles.
+    #[cfg(not(loom))]
+    fn steer_waking(&self, index: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let state = &self.worker_sleep_states[index];
+        let others = self
+            .worker_sleep_states
+            .iter()
+            .enumerate()
+            .filter(move |&(other, _)| other != index)
+            .map(|(_, state)| state.cpu.load(Relaxed));
+        let avoid = std::iter::once(cpu_spread::current_cpu()).chain(others);
+        if let Some(cpus) = cpu_spread::steer(state.thread.load(Relaxed), avoid) {
+            *state.steered.lock() = Some(cpus);
+        }
+    }
+
     /// Make the JEC even (if work was posted since the last sleepy thread)
     /// and return it.
     fn announce_sleepy(&self) -> JobsEventCounter {
@@ -383,9 +431,11 @@ impl Sleep {
         } else {
             *is_blocked = true;
             #[cfg(not(loom))]
-            sleep_state
-                .cpu
-                .store(cpu_spread::UNKNOWN, std::sync::atomic::Ordering::Relaxed);
+            {
+                use std::sync::atomic::Ordering::Relaxed;
+                sleep_state.cpu.store(cpu_spread::UNKNOWN, Relaxed);
+                sleep_state.thread.store(cpu_spread::thread_id(), Relaxed);
+            }
             // Read after the sleeping-count CAS (see "Heartbeat").
             #[cfg(not(loom))]
             if self.heartbeats.load(Ordering::SeqCst) > 0 {
@@ -426,6 +476,9 @@ impl Sleep {
         drop(is_blocked);
         #[cfg(not(loom))]
         if slept {
+            if let Some(cpus) = sleep_state.steered.lock().take() {
+                cpu_spread::restore(cpus);
+            }
             self.spread_after_wake(worker_index);
         }
 
@@ -442,14 +495,19 @@ impl Sleep {
         // F1 of the proof sketch: the push happens before we read the
         // sleeping count.
         fence(Ordering::SeqCst);
-        self.new_jobs(num_jobs, queue_was_empty)
+        // Often from a thread about to block on the result: a sleeper woken
+        // onto its CPU runs at once, sooner than on an idle one (waking an
+        // idle vCPU is slow), so the kernel places it.
+        self.new_jobs::<false>(num_jobs, queue_was_empty)
     }
 
     /// `num_jobs` tasks were pushed to the pushing worker's own deque.
     #[inline]
     /// Returns how many sleepers it woke.
     pub(crate) fn new_internal_jobs(&self, num_jobs: usize, queue_was_empty: bool) -> usize {
-        self.new_jobs(num_jobs, queue_was_empty)
+        // The pusher goes on running (the other half of a fork): a sleeper
+        // queued behind it would wait out its time slice.
+        self.new_jobs::<true>(num_jobs, queue_was_empty)
     }
 
     /// A task was put in worker `target`'s mailbox: wake `target` if it
@@ -467,8 +525,11 @@ impl Sleep {
         }
     }
 
+    /// `STEER`: the poster goes on running, and steers the sleepers it
+    /// wakes off its CPU. (A constant, so that the pusher's inlined code
+    /// is a call of one wake function or the other, not an argument more.)
     #[inline]
-    fn new_jobs(&self, num_jobs: usize, queue_was_empty: bool) -> usize {
+    fn new_jobs<const STEER: bool>(&self, num_jobs: usize, queue_was_empty: bool) -> usize {
         let counters = self
             .counters
             .increment_jobs_event_counter_if(JobsEventCounter::is_sleepy);
@@ -477,25 +538,36 @@ impl Sleep {
             return 0;
         }
         let num_awake_but_idle = counters.awake_but_idle_threads();
-        if !queue_was_empty {
+        let to_wake = if !queue_was_empty {
             // A backlog: the idle searchers are not keeping up.
-            self.wake_any_threads(num_jobs.min(num_sleepers))
+            num_jobs.min(num_sleepers)
         } else if num_awake_but_idle < num_jobs {
             // The searchers will take some; wake sleepers for the rest.
-            self.wake_any_threads((num_jobs - num_awake_but_idle).min(num_sleepers))
+            (num_jobs - num_awake_but_idle).min(num_sleepers)
         } else {
-            0
+            return 0;
+        };
+        if STEER {
+            self.wake_any_threads_steered(to_wake)
+        } else {
+            self.wake_any_threads(to_wake, Steer::No)
         }
     }
 
+    /// `wake_any_threads` for a waker that goes on running.
+    #[inline(never)]
+    fn wake_any_threads_steered(&self, num_to_wake: usize) -> usize {
+        self.wake_any_threads(num_to_wake, Steer::OffOurCpu)
+    }
+
     /// Wake up to `num_to_wake` sleepers; returns how many it woke.
-    fn wake_any_threads(&self, num_to_wake: usize) -> usize {
+    fn wake_any_threads(&self, num_to_wake: usize, steer: Steer) -> usize {
         let mut woken = 0;
         if num_to_wake == 0 {
             return 0;
         }
         for index in 0..self.worker_sleep_states.len() {
-            if self.wake_specific_thread(index) {
+            if self.wake_thread(index, steer) {
                 woken += 1;
                 if woken == num_to_wake {
                     break;
@@ -507,10 +579,22 @@ impl Sleep {
 
     /// Wake worker `index` if it is blocked. True if it was.
     pub(crate) fn wake_specific_thread(&self, index: usize) -> bool {
+        self.wake_thread(index, Steer::No)
+    }
+
+    /// Wake worker `index` if it is blocked, steered as `steer` says. True
+    /// if it was blocked.
+    fn wake_thread(&self, index: usize, steer: Steer) -> bool {
         let sleep_state = &self.worker_sleep_states[index];
         let mut is_blocked = sleep_state.is_blocked.lock();
         if *is_blocked {
             *is_blocked = false;
+            #[cfg(not(loom))]
+            if steer == Steer::OffOurCpu {
+                self.steer_waking(index);
+            }
+            #[cfg(loom)]
+            let _ = steer;
             sleep_state.condvar.notify_one();
             // The waker, not the sleeper, takes it off the sleeping count,
             // so posters see the new count at once.
@@ -535,7 +619,7 @@ impl Sleep {
     #[cold]
     pub(crate) fn wake_sleepers(&self) {
         if self.counters.load().sleeping_threads() > 0 {
-            self.wake_any_threads(self.worker_sleep_states.len());
+            self.wake_any_threads(self.worker_sleep_states.len(), Steer::No);
         }
     }
 
