@@ -36,16 +36,17 @@
 //! to end (2 to 4 ms here) while the other CPU idles. Traced on a
 //! two-vCPU machine, two pools taking turns at `fib(30)` (about 4.3 ms):
 //! the second worker of a woken pool joined 2 to 4 ms late in the runs
-//! traced, and a run took 5.0 to 5.8 ms. So a waker that goes on running (a push
-//! to its own deque, a searcher that found work: `Sleep::steer_waking`)
-//! narrows the sleeper's allowed CPUs to those outside its own and the
-//! awake workers' before it wakes it (`steer`), and the sleeper, first
-//! thing, allows itself what it had (`restore`). The runs then take 4.2
-//! to 4.3 ms, as a single pool's do. A waker about to block (a caller
-//! outside the pool waiting for its result) leaves the placement to the
-//! kernel: its own CPU frees up at once, and waking an idle vCPU is
-//! slower (the wake-up latency line went from 0.8 to 2.9 of rayon's when
-//! every wake was steered).
+//! traced, and a run took 5.0 to 5.8 ms. So a waker that goes on running
+//! (a push to its own deque, a searcher that found work) narrows the
+//! sleeper's allowed CPUs to those outside its own and the awake
+//! workers' before it wakes it (`steer`, from
+//! `worker/sleep/placement.rs`), and the sleeper, first thing, allows
+//! itself what it had (`restore`). The runs then take 4.2 to 4.3 ms, as a
+//! single pool's do. A waker about to block (a caller outside the pool
+//! waiting for its result) leaves the placement to the kernel: its own
+//! CPU frees up at once, and waking an idle vCPU is slower (the wake-up
+//! latency line went from 0.8 to 2.9 of rayon's when every wake was
+//! steered).
 //!
 //! Invariants: a thread's allowed CPUs are narrowed only between the two
 //! calls of `move_off`, or from a waker's `steer` to the woken worker's

@@ -48,7 +48,7 @@
 //! * 10 search rounds before getting sleepy instead of 32;
 //! * a waker that goes on running (an own-deque push, a searcher that
 //!   found work) steers the sleeper it wakes off its own CPU and the awake
-//!   workers' (`steer_waking`, `platform/cpu_spread.rs`): left to the
+//!   workers' (`placement.rs`, `platform/cpu_spread.rs`): left to the
 //!   kernel, the sleeper often queued behind its waker for the rest of a
 //!   time slice while another CPU idled.
 //!
@@ -105,9 +105,9 @@
 pub(crate) mod counters;
 #[cfg(not(loom))]
 mod pause;
-
 #[cfg(not(loom))]
-use crate::platform::cpu_spread;
+mod placement;
+
 use crate::platform::latch::CoreLatch;
 use crate::platform::sync::{AtomicUsize, Condvar, Mutex, Ordering, fence};
 use counters::{AtomicCounters, JobsEventCounter};
@@ -153,19 +153,9 @@ struct WorkerSleepState {
     /// loom models check.
     #[cfg(not(loom))]
     pauses: pause::Pauses,
-    /// The CPU the worker woke up on last (`cpu_spread.rs`), `UNKNOWN`
-    /// while it sleeps. Written by the worker, read by the others when
-    /// they wake; a placement hint outside the protocol.
+    /// Where the worker runs, for the others' wakes (`placement.rs`).
     #[cfg(not(loom))]
-    cpu: std::sync::atomic::AtomicI32,
-    /// The worker's thread (`cpu_spread::thread_id`), noted before it
-    /// blocks, for a waker to steer it (`steer_waking`).
-    #[cfg(not(loom))]
-    thread: std::sync::atomic::AtomicI32,
-    /// The CPUs a waker narrowed the worker from, for the worker to
-    /// restore once it runs.
-    #[cfg(not(loom))]
-    steered: parking_lot::Mutex<Option<cpu_spread::CpuSet>>,
+    placement: placement::WorkerPlacement,
 }
 
 /// The sleep state of one pool.
@@ -180,7 +170,7 @@ pub(crate) struct Sleep {
 }
 
 /// Whether a waker keeps the sleeper it wakes off its own CPU
-/// (`Sleep::steer_waking`): only a waker that goes on running does.
+/// (`placement.rs`): only a waker that goes on running does.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Steer {
     No,
@@ -221,11 +211,7 @@ impl Sleep {
                         #[cfg(not(loom))]
                         pauses: pause::Pauses::new(),
                         #[cfg(not(loom))]
-                        cpu: std::sync::atomic::AtomicI32::new(cpu_spread::UNKNOWN),
-                        #[cfg(not(loom))]
-                        thread: std::sync::atomic::AtomicI32::new(cpu_spread::UNKNOWN),
-                        #[cfg(not(loom))]
-                        steered: parking_lot::Mutex::new(None),
+                        placement: placement::WorkerPlacement::new(),
                     })
                 })
                 .collect(),
@@ -332,48 +318,17 @@ impl Sleep {
         false
     }
 
-    /// A worker woke up: if another awake worker noted the CPU it woke on,
-    /// move to an allowed CPU none of them noted (`cpu_spread.rs`); then
-    /// note where it runs.
+    /// The placement state of every worker but `index`.
     #[cfg(not(loom))]
-    fn spread_after_wake(&self, worker_index: usize) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let others = || {
-            self.worker_sleep_states
-                .iter()
-                .enumerate()
-                .filter(move |&(index, _)| index != worker_index)
-                .map(|(_, state)| state.cpu.load(Relaxed))
-        };
-        let mut here = cpu_spread::current_cpu();
-        if cpu_spread::crowded(here, others()) {
-            here = cpu_spread::move_off(std::iter::once(here).chain(others())).unwrap_or(here);
-        }
-        self.worker_sleep_states[worker_index]
-            .cpu
-            .store(here, Relaxed);
-    }
-
-    /// Worker `index` is about to be woken (by the caller, holding its
-    /// sleep lock): keep it off the caller's CPU and the CPUs the awake
-    /// workers noted, when another allowed CPU is left (`cpu_spread.rs`).
-    /// Left to the kernel, a woken thread is often queued behind its waker
-    /// on the waker's own CPU, and runs only when the waker's time slice
-    /// ends, milliseconds later, while another CPU idles.
-    #[cfg(not(loom))]
-    fn steer_waking(&self, index: usize) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let state = &self.worker_sleep_states[index];
-        let others = self
-            .worker_sleep_states
+    fn other_placements(
+        &self,
+        index: usize,
+    ) -> impl Iterator<Item = &placement::WorkerPlacement> + Clone {
+        self.worker_sleep_states
             .iter()
             .enumerate()
             .filter(move |&(other, _)| other != index)
-            .map(|(_, state)| state.cpu.load(Relaxed));
-        let avoid = std::iter::once(cpu_spread::current_cpu()).chain(others);
-        if let Some(cpus) = cpu_spread::steer(state.thread.load(Relaxed), avoid) {
-            *state.steered.lock() = Some(cpus);
-        }
+            .map(|(_, state)| &state.placement)
     }
 
     /// Make the JEC even (if work was posted since the last sleepy thread)
@@ -431,11 +386,7 @@ impl Sleep {
         } else {
             *is_blocked = true;
             #[cfg(not(loom))]
-            {
-                use std::sync::atomic::Ordering::Relaxed;
-                sleep_state.cpu.store(cpu_spread::UNKNOWN, Relaxed);
-                sleep_state.thread.store(cpu_spread::thread_id(), Relaxed);
-            }
+            sleep_state.placement.before_block();
             // Read after the sleeping-count CAS (see "Heartbeat").
             #[cfg(not(loom))]
             if self.heartbeats.load(Ordering::SeqCst) > 0 {
@@ -476,10 +427,9 @@ impl Sleep {
         drop(is_blocked);
         #[cfg(not(loom))]
         if slept {
-            if let Some(cpus) = sleep_state.steered.lock().take() {
-                cpu_spread::restore(cpus);
-            }
-            self.spread_after_wake(worker_index);
+            sleep_state
+                .placement
+                .after_wake(self.other_placements(worker_index));
         }
 
         idle_state.wake_fully();
@@ -591,7 +541,7 @@ impl Sleep {
             *is_blocked = false;
             #[cfg(not(loom))]
             if steer == Steer::OffOurCpu {
-                self.steer_waking(index);
+                sleep_state.placement.steer(self.other_placements(index));
             }
             #[cfg(loom)]
             let _ = steer;
