@@ -86,43 +86,58 @@ pub(crate) fn crowded(here: i32, others: impl IntoIterator<Item = i32>) -> bool 
 pub(crate) fn move_off(avoid: impl IntoIterator<Item = i32>) -> Option<i32> {
     #[cfg(all(target_os = "linux", not(miri)))]
     {
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: a zeroed cpu_set_t is an empty set.
-        let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `allowed` is a writable set of `size` bytes; 0 is this thread.
-        if unsafe { libc::sched_getaffinity(0, size, &mut allowed) } != 0 {
+        // 0 is this thread.
+        let (allowed, elsewhere) = allowed_outside(0, avoid)?;
+        // The first call migrates us into `elsewhere` before it returns;
+        // the second gives back what we had.
+        if !set_allowed(0, &elsewhere) {
             return None;
         }
-        let mut elsewhere = allowed;
-        for cpu in avoid {
-            if let Ok(cpu) = usize::try_from(cpu)
-                && cpu < libc::CPU_SETSIZE as usize
-            {
-                // SAFETY: `cpu` is below CPU_SETSIZE, within the set.
-                unsafe { libc::CPU_CLR(cpu, &mut elsewhere) };
-            }
-        }
-        // SAFETY: reads the initialised set only.
-        if unsafe { libc::CPU_COUNT(&elsewhere) } == 0 {
-            return None;
-        }
-        // SAFETY: both sets are initialised and `size` bytes long. The
-        // first call migrates us into `elsewhere` before it returns; the
-        // second gives back what we had.
-        unsafe {
-            if libc::sched_setaffinity(0, size, &elsewhere) != 0 {
-                return None;
-            }
-            let landed = current_cpu();
-            libc::sched_setaffinity(0, size, &allowed);
-            Some(landed)
-        }
+        let landed = current_cpu();
+        set_allowed(0, &allowed);
+        Some(landed)
     }
     #[cfg(not(all(target_os = "linux", not(miri))))]
     {
         let _ = avoid.into_iter();
         None
     }
+}
+
+/// Thread `thread`'s allowed CPUs (0: the caller), and those of them
+/// outside `avoid`; `None` if none is left outside or the system refused.
+#[cfg(all(target_os = "linux", not(miri)))]
+fn allowed_outside(
+    thread: i32,
+    avoid: impl IntoIterator<Item = i32>,
+) -> Option<(libc::cpu_set_t, libc::cpu_set_t)> {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: a zeroed cpu_set_t is an empty set.
+    let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `allowed` is a writable set of `size` bytes.
+    if unsafe { libc::sched_getaffinity(thread, size, &mut allowed) } != 0 {
+        return None;
+    }
+    let mut elsewhere = allowed;
+    for cpu in avoid {
+        if let Ok(cpu) = usize::try_from(cpu)
+            && cpu < libc::CPU_SETSIZE as usize
+        {
+            // SAFETY: `cpu` is below CPU_SETSIZE, within the set.
+            unsafe { libc::CPU_CLR(cpu, &mut elsewhere) };
+        }
+    }
+    // SAFETY: reads the initialised set only.
+    (unsafe { libc::CPU_COUNT(&elsewhere) } > 0).then_some((allowed, elsewhere))
+}
+
+/// Allow thread `thread` (0: the caller) the CPUs in `set`; false if the
+/// system refused.
+#[cfg(all(target_os = "linux", not(miri)))]
+fn set_allowed(thread: i32, set: &libc::cpu_set_t) -> bool {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: the set is initialised and `size` bytes long.
+    unsafe { libc::sched_setaffinity(thread, size, set) == 0 }
 }
 
 /// A thread's allowed CPUs, as `steer` found them, for `restore`.
@@ -154,32 +169,13 @@ pub(crate) fn steer(thread: i32, avoid: impl IntoIterator<Item = i32>) -> Option
         if thread == UNKNOWN {
             return None;
         }
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: a zeroed cpu_set_t is an empty set.
-        let mut allowed: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `allowed` is a writable set of `size` bytes.
-        if unsafe { libc::sched_getaffinity(thread, size, &mut allowed) } != 0 {
-            return None;
-        }
-        let mut elsewhere = allowed;
-        for cpu in avoid {
-            if let Ok(cpu) = usize::try_from(cpu)
-                && cpu < libc::CPU_SETSIZE as usize
-            {
-                // SAFETY: `cpu` is below CPU_SETSIZE, within the set.
-                unsafe { libc::CPU_CLR(cpu, &mut elsewhere) };
-            }
-        }
+        let (allowed, elsewhere) = allowed_outside(thread, avoid)?;
         // SAFETY: both sets are initialised.
-        let (left, before) = unsafe { (libc::CPU_COUNT(&elsewhere), libc::CPU_COUNT(&allowed)) };
-        if left == 0 || left == before {
+        if unsafe { libc::CPU_COUNT(&elsewhere) == libc::CPU_COUNT(&allowed) } {
+            // Nothing it may run on is avoided.
             return None;
         }
-        // SAFETY: `elsewhere` is initialised and `size` bytes long.
-        if unsafe { libc::sched_setaffinity(thread, size, &elsewhere) } != 0 {
-            return None;
-        }
-        Some(CpuSet { set: allowed })
+        set_allowed(thread, &elsewhere).then_some(CpuSet { set: allowed })
     }
     #[cfg(not(all(target_os = "linux", not(miri))))]
     {
@@ -192,11 +188,9 @@ pub(crate) fn steer(thread: i32, avoid: impl IntoIterator<Item = i32>) -> Option
 pub(crate) fn restore(cpus: CpuSet) {
     #[cfg(all(target_os = "linux", not(miri)))]
     {
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: the set is initialised and `size` bytes long; 0 is this
-        // thread. A refusal leaves the narrowed set, which still holds the
-        // CPU we run on.
-        unsafe { libc::sched_setaffinity(0, size, &cpus.set) };
+        // 0 is this thread. A refusal leaves the narrowed set, which still
+        // holds the CPU we run on.
+        set_allowed(0, &cpus.set);
     }
     #[cfg(not(all(target_os = "linux", not(miri))))]
     let _ = cpus;
