@@ -136,8 +136,12 @@ where
 
 /// `b` taken back and run inline, with a trace record around it; then the
 /// results as `join` returns them (the first closure's panic wins).
-#[cold]
-#[inline(never)]
+///
+/// Inline, not a cold call: a traced pool takes this path at every join
+/// that was not stolen, and the call's frame and argument moves were a
+/// quarter to a third of what tracing added to a join (`fib(30)` on one traced worker:
+/// 11.2 to 11.7 ms -> 10.0 to 10.7, the untraced pool unchanged).
+#[inline]
 fn traced_inline<RA, B, RB>(
     worker: &WorkerThread,
     result_a: Result<RA, Box<dyn Any + Send>>,
