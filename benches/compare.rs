@@ -661,7 +661,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 39] = [
+    let benches: [(&str, Bench); 40] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_cps/30/1worker", bench_fib_cps_one_worker),
         ("fib_join/30", bench_fib_join),
@@ -679,6 +679,10 @@ fn main() {
             graph_shapes::bench_graph_binary_tree,
         ),
         ("graph_wavefront/1024", graph_shapes::bench_graph_wavefront),
+        (
+            "graph_wavefront_work/1024",
+            graph_shapes::bench_graph_wavefront_work,
+        ),
         (
             "graph_embarrassing/1000000",
             graph_shapes::bench_graph_embarrassing,

@@ -390,6 +390,69 @@ pub(super) fn bench_graph_wavefront(ours: &Pool, theirs: &rayon::ThreadPool) {
     );
 }
 
+/// About 10 ns of a node's work: a counter bump behind 8 dependent rounds
+/// of xorshift.
+#[inline(always)]
+fn ten_ns_of_work(counter: &AtomicU64) {
+    let mut v = black_box(counter.load(Ordering::Relaxed)) | 1;
+    for _ in 0..8 {
+        v ^= v << 13;
+        v ^= v >> 7;
+        v ^= v << 17;
+    }
+    black_box(v);
+    work(counter);
+}
+
+/// `graph_wavefront_work/1024`: the 1024 x 1024 grid with about 10 ns of
+/// work a node, on the bench's pool against a pool of one worker (sixfold
+/// both sides). With near-empty nodes (`graph_wavefront_two_vs_one`) a
+/// second worker brings nothing: a node with two predecessors costs a
+/// locked decrement when two workers may race for it, which a pool of one
+/// does with a plain load and store, and that instruction is most of such
+/// a node's cost. This line shows what two workers make of the same shape
+/// once a node carries work of its own.
+pub(super) fn bench_graph_wavefront_work(ours: &Pool, _: &rayon::ThreadPool) {
+    const RUNS: usize = 7;
+    let shape = Shape::wavefront(1024);
+    let counters: Vec<AtomicU64> = (0..shape.nodes).map(|_| AtomicU64::new(0)).collect();
+    let mut graph = Graph::with_capacity(shape.nodes, shape.edges.len());
+    let ids: Vec<_> = counters
+        .iter()
+        .map(|c| graph.add(move || ten_ns_of_work(c)))
+        .collect();
+    for &(a, b) in &shape.edges {
+        graph.precede(ids[a], ids[b]).expect("the grid is acyclic");
+    }
+    let one = Pool::builder()
+        .num_threads(1)
+        .build()
+        .expect("sixfold pool");
+    let (on_one, on_two) = one_and_two(RUNS, &one, ours, |pool| {
+        let start = Instant::now();
+        pool.run_graph(&mut graph).expect("graph run");
+        start.elapsed()
+    });
+    drop(graph);
+    // A warm-up and RUNS timed runs on each pool.
+    let expected = 2 * RUNS as u64 + 1;
+    assert!(
+        counters
+            .iter()
+            .all(|c| c.load(Ordering::Relaxed) == expected)
+    );
+    println!(
+        "graph_wavefront_work_two_vs_one {:.3}",
+        on_two.as_secs_f64() / on_one.as_secs_f64()
+    );
+    println!(
+        "#   graph_wavefront_work_two_vs_one: the grid with ~10 ns a node on {} workers {:.3} ms, on one worker {:.3} ms (no target: what a second worker gains once nodes carry work)",
+        super::threads(),
+        ms(on_two),
+        ms(on_one)
+    );
+}
+
 /// `graph_embarrassing/1000000`: one root, a million nodes, one sink.
 pub(super) fn bench_graph_embarrassing(ours: &Pool, theirs: &rayon::ThreadPool) {
     bench_shape(
