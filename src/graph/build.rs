@@ -26,6 +26,16 @@ const BUILD_PREFETCH_AHEAD: usize = 32;
 
 /// A reusable DAG of work; nodes may borrow anything that outlives `'a`.
 ///
+/// What a node costs: a node with one predecessor is handed on without an
+/// atomic operation, and a chain runs as one loop on one worker. A node
+/// with several predecessors is counted down by each of them; on a pool of
+/// two or more workers that is a locked instruction for every predecessor
+/// but, as a rule, the last, and the counts of nodes run on one worker and readied by
+/// another pass between the cores. A pool of one counts with plain loads
+/// and stores. So a grid of near-empty nodes gains nothing from a second
+/// worker; give such nodes some work each (a tile of cells rather than a
+/// cell) and it pays off.
+///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
