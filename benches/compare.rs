@@ -715,7 +715,7 @@ fn main() {
             "pipeline_many_tokens/100000",
             pipelines::bench_pipeline_many_tokens,
         ),
-        ("pipeline_pinned/3x20000", pipelines::bench_pipeline_pinned),
+        ("pipeline_pinned", pipelines::bench_pipeline_pinned),
         ("pipeline_idle_cpu", pipelines::bench_pipeline_idle),
         ("loop_saxpy/10000000", loops::bench_saxpy),
         ("loop_fine/1000000", loops::bench_fine),

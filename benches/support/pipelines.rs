@@ -12,7 +12,8 @@
 //!   `4 * workers` (sixfold both sides): many tokens must not cost.
 //! * `pipeline_pinned/3x20000`: three serial stages, each updating its own
 //!   256 KiB table for every item, with the stages pinned to workers
-//!   against not pinned (sixfold against itself).
+//!   against not pinned (sixfold against itself); `pipeline_pinned/2x20000`
+//!   the same with two stages, one a worker on two workers.
 //! * `pipeline_idle_cpu`: a run waiting on a slow source (1 ms per item):
 //!   the CPU the pool uses beyond the work, as a fraction of one core.
 
@@ -154,26 +155,26 @@ fn update(table: &mut [u64], x: u64) -> u64 {
     h
 }
 
-/// Run the three-stage pipeline once; `pins` puts stage k on `pins[k]`.
-/// Returns (elapsed, checksum, share of the first stage's runs on its
-/// worker).
-fn three_stages(
+/// Run the pipeline of one serial stage a table once; `pins` puts stage k
+/// on `pins[k]`. Returns (elapsed, checksum, share of the first stage's
+/// runs on its worker).
+fn table_stages(
     pool: &Pool,
-    tables: &mut [Vec<u64>; 3],
+    tables: &mut [Vec<u64>],
     items: u64,
-    pins: Option<[usize; 3]>,
+    pins: Option<&[usize]>,
 ) -> (Duration, u64, f64) {
-    let [t0, t1, t2] = tables;
     let mut next = 0u64;
     let mut checksum = 0u64;
     let mut on_pin = 0u64;
     let first_worker = pins.map_or(0, |p| p[0]);
-    fn pin<'a>(p: Pipeline<'a, u64>, pins: Option<[usize; 3]>, stage: usize) -> Pipeline<'a, u64> {
+    fn pin<'a>(p: Pipeline<'a, u64>, pins: Option<&[usize]>, stage: usize) -> Pipeline<'a, u64> {
         match pins {
             Some(pins) => p.pin(pins[stage]),
             None => p,
         }
     }
+    let (first, rest) = tables.split_first_mut().expect("a stage at least");
     let mut p = Pipeline::new(|| {
         (next < items).then(|| {
             next += 1;
@@ -184,12 +185,17 @@ fn three_stages(
         if current_worker() == Some(first_worker) {
             on_pin += 1;
         }
-        x ^ update(t0, x)
+        x ^ update(first, x)
     });
     p = pin(p, pins, 0);
-    let p = pin(p.serial_in_order(|x| x ^ update(t1, x)), pins, 1);
-    let mut p = pin(p.serial_in_order(|x| x ^ update(t2, x)), pins, 2)
-        .serial_in_order(|x| checksum = checksum.wrapping_add(x));
+    for (k, table) in rest.iter_mut().enumerate() {
+        p = pin(
+            p.serial_in_order(move |x| x ^ update(table, x)),
+            pins,
+            k + 1,
+        );
+    }
+    let mut p = p.serial_in_order(|x| checksum = checksum.wrapping_add(x));
     let start = Instant::now();
     pool.run_pipeline(&mut p, 4 * pool.num_workers())
         .expect("pipeline");
@@ -198,24 +204,20 @@ fn three_stages(
     (elapsed, checksum, on_pin as f64 / items as f64)
 }
 
-/// `pipeline_pinned/3x20000`: pinned against not pinned, same pool.
-pub(super) fn bench_pipeline_pinned(_: &Pool, _: &rayon::ThreadPool) {
-    let pool = Pool::builder()
-        .num_threads(threads())
-        .pinning(Pinning::Cores)
-        .build()
-        .expect("pool");
+/// `pipeline_pinned/<stages>x20000`: `stages` table stages pinned to
+/// workers `k % workers` against not pinned, on one pool.
+fn pinned_against_free(pool: &Pool, stages: usize) {
     let workers = pool.num_workers();
-    let pins = [0, 1 % workers, 2 % workers];
+    let pins: Vec<usize> = (0..stages).map(|k| k % workers).collect();
     const ITEMS: u64 = 20_000;
-    let fresh = || [vec![1u64; TABLE], vec![2u64; TABLE], vec![3u64; TABLE]];
+    let fresh = || -> Vec<Vec<u64>> { (1..=stages as u64).map(|k| vec![k; TABLE]).collect() };
     // Warm up.
-    three_stages(&pool, &mut fresh(), ITEMS / 10, Some(pins));
-    three_stages(&pool, &mut fresh(), ITEMS / 10, None);
+    table_stages(pool, &mut fresh(), ITEMS / 10, Some(&pins));
+    table_stages(pool, &mut fresh(), ITEMS / 10, None);
     let (mut on, mut off, mut shares) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..7 {
-        let (a, sum_a, share) = three_stages(&pool, &mut fresh(), ITEMS, Some(pins));
-        let (b, sum_b, _) = three_stages(&pool, &mut fresh(), ITEMS, None);
+        let (a, sum_a, share) = table_stages(pool, &mut fresh(), ITEMS, Some(&pins));
+        let (b, sum_b, _) = table_stages(pool, &mut fresh(), ITEMS, None);
         assert_eq!(sum_a, sum_b, "the same items come out");
         on.push(a);
         off.push(b);
@@ -223,16 +225,33 @@ pub(super) fn bench_pipeline_pinned(_: &Pool, _: &rayon::ThreadPool) {
     }
     let (a, b) = (median(on), median(off));
     shares.sort_by(f64::total_cmp);
+    let name = format!("pipeline_pinned/{stages}x{ITEMS}");
     println!(
-        "pipeline_pinned/3x20000 {:.3} {:.3} {:.3}",
+        "{name} {:.3} {:.3} {:.3}",
         ms(a),
         ms(b),
         a.as_secs_f64() / b.as_secs_f64()
     );
     println!(
-        "#   pipeline_pinned/3x20000: pinned / not pinned (target <= 0.8), stages on workers {pins:?}; median {:.1}% of the first stage's runs on its worker",
+        "#   {name}: pinned / not pinned (target <= 0.8 where each worker holds as many stages), stages on workers {pins:?}; median {:.1}% of the first stage's runs on its worker",
         100.0 * shares[shares.len() / 2]
     );
+}
+
+/// `pipeline_pinned/3x20000`, and `pipeline_pinned/2x20000`: pinned
+/// against not pinned, same pool. Three stages on two workers put two of
+/// them on worker 0, which then does two thirds of the work: the pinned
+/// run can be faster only if a table that moves between cores costs more
+/// than that imbalance. Two stages on two workers are balanced, and
+/// measure what pinning buys by itself.
+pub(super) fn bench_pipeline_pinned(_: &Pool, _: &rayon::ThreadPool) {
+    let pool = Pool::builder()
+        .num_threads(threads())
+        .pinning(Pinning::Cores)
+        .build()
+        .expect("pool");
+    pinned_against_free(&pool, 3);
+    pinned_against_free(&pool, 2);
 }
 
 /// Process CPU time (user + system) so far.
