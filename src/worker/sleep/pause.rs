@@ -180,6 +180,12 @@ impl Pauses {
         }
     }
 
+    /// Whether this worker's yields return at once: its last one did not
+    /// wait, and the process has met no busy neighbour.
+    pub(super) fn yields_return_at_once(&self) -> bool {
+        !self.last_waited.load(Relaxed) && !MACHINE.neighbour.load(Relaxed)
+    }
+
     /// Whether to yield before this sleep after all, to see whether the
     /// neighbour is still there: once every `PROBE_EVERY_MS`.
     fn probe_due(&self) -> bool {
