@@ -30,11 +30,11 @@ const BUILD_PREFETCH_AHEAD: usize = 32;
 /// atomic operation, and a chain runs as one loop on one worker. A node
 /// with several predecessors is counted down by each of them; on a pool of
 /// two or more workers that is a locked instruction for every predecessor
-/// but, as a rule, the last, and the counts of nodes run on one worker and readied by
-/// another pass between the cores. A pool of one counts with plain loads
-/// and stores. So a grid of near-empty nodes gains nothing from a second
-/// worker; give such nodes some work each (a tile of cells rather than a
-/// cell) and it pays off.
+/// but, as a rule, the last, and the counts of nodes that one worker
+/// readies and another runs pass between the cores. A pool of one counts
+/// with plain loads and stores. So a grid of near-empty nodes gains
+/// nothing from a second worker; give such nodes some work each (a tile of
+/// cells rather than a cell) and it pays off.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
