@@ -19,6 +19,8 @@
 //!
 //! # One file per protocol (each imports only those listed after it)
 
+//! - `fork.rs`: [`Continuation`] and the continuation-passing part of
+//!   [`Context`]: making a continuation, its children, recycling.
 //! - `api.rs`: [`Task`], [`TaskRef`] and [`Context`]: the task layer's
 //!   public face, submission (stage 1, and the hand-over to stage 2 or 3),
 //!   and what a running task may do.
@@ -39,11 +41,13 @@
 mod api;
 mod continuation;
 mod cycle;
+mod fork;
 mod layout;
 mod release;
 mod run;
 
 pub(crate) use api::submit_all;
-pub use api::{Context, Continuation, Task, TaskRef};
+pub use api::{Context, Task, TaskRef};
+pub use fork::Continuation;
 #[cfg(loom)]
 pub(crate) use release::{Release, TakeSibling, release_count, release_or_sibling};
