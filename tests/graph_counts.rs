@@ -18,6 +18,16 @@ use std::time::Duration;
 /// this turns the hang into a failure.
 const LIMIT: Duration = Duration::from_secs(120);
 
+/// Run `test` on a pool of one worker, then on a pool of two, under the
+/// watchdog.
+fn on_one_and_two_workers(what: &str, test: impl Fn(&Pool, usize) + Send + 'static) {
+    within(what, LIMIT, move || {
+        for workers in [1, 2] {
+            test(&pool(workers), workers);
+        }
+    });
+}
+
 /// `fan` roots, each bumping `arrived`, then one join that records how
 /// many had arrived when it ran (`seen`) and counts its runs.
 struct FanIn {
@@ -71,23 +81,19 @@ impl FanIn {
 
 #[test]
 fn a_join_waits_for_all_its_predecessors_run_after_run() {
-    within(
+    on_one_and_two_workers(
         "a join waits for all its predecessors run after run",
-        LIMIT,
-        || {
-            for workers in [1, 2] {
-                let pool = pool(workers);
-                for fan in [2, 3, 1000, 40_000] {
-                    let probe = FanIn::new();
-                    let (mut g, _) = probe.build(fan);
-                    for run in 0..5 {
-                        probe.run_once(
-                            &pool,
-                            &mut g,
-                            fan,
-                            &format!("{workers} workers, fan {fan}, run {run}"),
-                        );
-                    }
+        |pool, workers| {
+            for fan in [2, 3, 1000, 40_000] {
+                let probe = FanIn::new();
+                let (mut g, _) = probe.build(fan);
+                for run in 0..5 {
+                    probe.run_once(
+                        pool,
+                        &mut g,
+                        fan,
+                        &format!("{workers} workers, fan {fan}, run {run}"),
+                    );
                 }
             }
         },
@@ -97,33 +103,28 @@ fn a_join_waits_for_all_its_predecessors_run_after_run() {
 /// An edge added after an odd number of runs and after an even one.
 #[test]
 fn in_degrees_changed_between_runs_are_counted_from_the_new_value() {
-    within(
+    on_one_and_two_workers(
         "in degrees changed between runs are counted from the new value",
-        LIMIT,
-        || {
-            for workers in [1, 2] {
-                let pool = pool(workers);
-                let probe = FanIn::new();
-                let fan = 1000;
-                let (mut g, join) = probe.build(fan);
-                let mut fan_now = fan;
-                for runs_before_edit in [1, 2, 1, 3] {
-                    for run in 0..runs_before_edit {
-                        let what = format!("{workers} workers, fan {fan_now}, run {run}");
-                        probe.run_once(&pool, &mut g, fan_now, &what);
-                    }
-                    let root = g.add(|| {
-                        probe.arrived.fetch_add(1, Ordering::Release);
-                    });
-                    g.precede(root, join).unwrap();
-                    fan_now += 1;
+        |pool, workers| {
+            let probe = FanIn::new();
+            let fan = 1000;
+            let (mut g, join) = probe.build(fan);
+            let mut fan_now = fan;
+            for runs_before_edit in [1, 2, 1, 3] {
+                for run in 0..runs_before_edit {
+                    let what = format!("{workers} workers, fan {fan_now}, run {run}");
+                    probe.run_once(pool, &mut g, fan_now, &what);
                 }
-                assert_eq!(fan_now, 1004, "four edges added");
-                for run in 0..3 {
-                    let what =
-                        format!("{workers} workers, fan {fan_now} after the edits, run {run}");
-                    probe.run_once(&pool, &mut g, fan_now, &what);
-                }
+                let root = g.add(|| {
+                    probe.arrived.fetch_add(1, Ordering::Release);
+                });
+                g.precede(root, join).unwrap();
+                fan_now += 1;
+            }
+            assert_eq!(fan_now, 1004, "four edges added");
+            for run in 0..3 {
+                let what = format!("{workers} workers, fan {fan_now} after the edits, run {run}");
+                probe.run_once(pool, &mut g, fan_now, &what);
             }
         },
     );
@@ -165,9 +166,9 @@ fn add_cell<'a>(
 /// every cell runs once a run, after both its predecessors.
 #[test]
 fn a_grid_grown_between_runs_keeps_its_order() {
-    within("a grid grown between runs keeps its order", LIMIT, || {
-        for workers in [1, 2] {
-            let pool = pool(workers);
+    on_one_and_two_workers(
+        "a grid grown between runs keeps its order",
+        |pool, workers| {
             let rows = SIDE + 1;
             let ran: Vec<AtomicUsize> = (0..rows * SIDE).map(|_| AtomicUsize::new(0)).collect();
             let late = AtomicUsize::new(0);
@@ -214,6 +215,6 @@ fn a_grid_grown_between_runs_keeps_its_order() {
                     "{workers} workers: cell {k} runs once a run"
                 );
             }
-        }
-    });
+        },
+    );
 }
