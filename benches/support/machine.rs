@@ -1,0 +1,71 @@
+//! What the machine was like while a bench run measured: the time a cache
+//! line takes to go from one CPU to another and back, printed at the start
+//! and at the end of a run as a comment line (`bench-median` skips it).
+//!
+//! On the shared 2-vCPU VMs this bench runs on, that round trip is about
+//! 60 ns for long stretches and then, for minutes, about 440 ns (the two
+//! vCPUs placed far apart on the host). Every line whose two workers hand
+//! data to each other slows down in the second phase, for both libraries
+//! and by different amounts: two workers on the near-empty wavefront grid
+//! went from 4.1 to 5.9 ms against one worker's 3.9 within the same
+//! minute the round trip went from 60 to 440 ns. A set of runs is only
+//! comparable with another taken in the same phase.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// A counter on a cache line of its own (and the adjacent-line prefetcher's
+/// neighbour), bounced between two threads.
+#[repr(align(128))]
+struct Line(AtomicU64);
+
+/// Median of five measures of the round trip of a cache line between the
+/// first two CPUs this process may use, in ns; `None` with fewer than two.
+/// Both ends are threads of their own, pinned, so that no pool thread or
+/// the bench's main thread has its CPUs changed.
+fn round_trip_ns() -> Option<f64> {
+    const ROUNDS: u64 = 100_000;
+    let cores = core_affinity::get_core_ids()?;
+    let (&near, &far) = (cores.first()?, cores.get(1)?);
+    let mut samples: Vec<f64> = (0..5)
+        .map(|_| {
+            let line = Arc::new(Line(AtomicU64::new(0)));
+            let other = line.clone();
+            let echo = std::thread::spawn(move || {
+                core_affinity::set_for_current(far);
+                for i in 0..ROUNDS {
+                    while other.0.load(Ordering::Acquire) != 2 * i + 1 {
+                        std::hint::spin_loop();
+                    }
+                    other.0.store(2 * i + 2, Ordering::Release);
+                }
+            });
+            let ping = std::thread::spawn(move || {
+                core_affinity::set_for_current(near);
+                let start = Instant::now();
+                for i in 0..ROUNDS {
+                    line.0.store(2 * i + 1, Ordering::Release);
+                    while line.0.load(Ordering::Acquire) != 2 * i + 2 {
+                        std::hint::spin_loop();
+                    }
+                }
+                start.elapsed().as_nanos() as f64 / ROUNDS as f64
+            });
+            echo.join().expect("the echo thread");
+            ping.join().expect("the measuring thread")
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    Some(samples[2])
+}
+
+/// Print the round trip as a comment line, `when` naming the moment.
+pub(super) fn print_round_trip(when: &str) {
+    match round_trip_ns() {
+        Some(ns) => println!(
+            "# core_to_core {when}: a cache line's round trip between the first two CPUs {ns:.0} ns (about 60 in this VM's fast phase, 440 in its slow one)"
+        ),
+        None => println!("# core_to_core {when}: fewer than two CPUs"),
+    }
+}
