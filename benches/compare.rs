@@ -21,10 +21,6 @@
 //! (one tiny task every millisecond for two seconds, submit-to-start
 //! latency) and `wake_latency <sixfold us> <rayon us> <ratio>` (the first
 //! task after 100 ms of sleep, median of nine).
-//!
-//! A comment line at the start and one at the end give a cache line's
-//! round trip between the first two CPUs (`support/machine.rs`): this
-//! VM's phases, which move every line where two workers talk, show there.
 
 #[path = "../examples/support/cps_fib.rs"]
 mod cps_fib;
@@ -34,8 +30,6 @@ mod graph_build;
 mod graph_shapes;
 #[path = "support/loops.rs"]
 mod loops;
-#[path = "support/machine.rs"]
-mod machine;
 #[path = "support/pipelines.rs"]
 mod pipelines;
 #[path = "support/placement.rs"]
@@ -743,11 +737,9 @@ fn main() {
         "# name sixfold_ms rayon_ms ratio(sixfold/rayon)  [{} threads, medians]",
         threads()
     );
-    machine::print_round_trip("at the start");
     for (name, bench) in benches {
         if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
             bench(&ours, &theirs);
         }
     }
-    machine::print_round_trip("at the end");
 }

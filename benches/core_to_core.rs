@@ -1,6 +1,6 @@
-//! What the machine was like while a bench run measured: the time a cache
-//! line takes to go from one CPU to another and back, printed at the start
-//! and at the end of a run as a comment line (`bench-median` skips it).
+//! What the machine is like right now: the time a cache line takes to go
+//! from one CPU to another and back. Run it before and after a set of
+//! `compare` runs: `cargo bench --bench core_to_core`.
 //!
 //! On the shared 2-vCPU VMs this bench runs on, that round trip is about
 //! 60 ns for long stretches and then, for minutes, about 440 ns (the two
@@ -10,6 +10,12 @@
 //! went from 4.1 to 5.9 ms against one worker's 3.9 within the same
 //! minute the round trip went from 60 to 440 ns. A set of runs is only
 //! comparable with another taken in the same phase.
+//!
+//! A program of its own, not a line of `compare`: code added to that
+//! binary moved how its crate was split for code generation, and with it
+//! whether a `Task::execute` of the `fib_cps` workload was inlined
+//! (`fib_cps/30` 1.99 - 2.02 -> 2.07 - 2.09 of rayon with the library
+//! unchanged, five alternated rounds).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,12 +66,11 @@ fn round_trip_ns() -> Option<f64> {
     Some(samples[2])
 }
 
-/// Print the round trip as a comment line, `when` naming the moment.
-pub(super) fn print_round_trip(when: &str) {
+fn main() {
     match round_trip_ns() {
         Some(ns) => println!(
-            "# core_to_core {when}: a cache line's round trip between the first two CPUs {ns:.0} ns (about 60 in this VM's fast phase, 440 in its slow one)"
+            "core_to_core {ns:.0} ns: a cache line's round trip between the first two CPUs (about 60 in this VM's fast phase, 440 in its slow one)"
         ),
-        None => println!("# core_to_core {when}: fewer than two CPUs"),
+        None => println!("core_to_core: fewer than two CPUs"),
     }
 }
