@@ -2,9 +2,9 @@
 //! from one CPU to another and back. Run it before and after a set of
 //! `compare` runs: `cargo bench --bench core_to_core`.
 //!
-//! On the shared 2-vCPU VMs this bench runs on, that round trip is about
-//! 60 ns for long stretches and then, for minutes, about 440 ns (the two
-//! vCPUs placed far apart on the host). Every line whose two workers hand
+//! On the shared 2-vCPU VMs the `compare` bench has run on, that round
+//! trip is about 60 ns, and then, for stretches of tens of seconds to
+//! minutes, about 440 ns (the two vCPUs placed far apart on the host). Every line whose two workers hand
 //! data to each other slows down in the second phase, for both libraries
 //! and by different amounts: two workers on the near-empty wavefront grid
 //! went from 4.1 to 5.9 ms against one worker's 3.9 within the same
