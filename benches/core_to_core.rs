@@ -26,12 +26,29 @@ use std::time::Instant;
 #[repr(align(128))]
 struct Line(AtomicU64);
 
+/// Wait until `line` holds `value`. Spins, and yields now and then: were
+/// both ends on one CPU (pinning refused), a pure spin would wait a time
+/// slice a round.
+fn wait_for(line: &Line, value: u64) {
+    let mut spins = 0u32;
+    while line.0.load(Ordering::Acquire) != value {
+        spins += 1;
+        if spins.is_multiple_of(4096) {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// Median of five measures of the round trip of a cache line between the
 /// first two CPUs this process may use, in ns; `None` with fewer than two.
-/// Both ends are threads of their own, pinned, so that no pool thread or
-/// the bench's main thread has its CPUs changed.
+/// Each end is a thread of its own, pinned to one of the two.
 fn round_trip_ns() -> Option<f64> {
     const ROUNDS: u64 = 100_000;
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return None;
+    }
     let cores = core_affinity::get_core_ids()?;
     let (&near, &far) = (cores.first()?, cores.get(1)?);
     let mut samples: Vec<f64> = (0..5)
@@ -41,9 +58,7 @@ fn round_trip_ns() -> Option<f64> {
             let echo = std::thread::spawn(move || {
                 core_affinity::set_for_current(far);
                 for i in 0..ROUNDS {
-                    while other.0.load(Ordering::Acquire) != 2 * i + 1 {
-                        std::hint::spin_loop();
-                    }
+                    wait_for(&other, 2 * i + 1);
                     other.0.store(2 * i + 2, Ordering::Release);
                 }
             });
@@ -52,9 +67,7 @@ fn round_trip_ns() -> Option<f64> {
                 let start = Instant::now();
                 for i in 0..ROUNDS {
                     line.0.store(2 * i + 1, Ordering::Release);
-                    while line.0.load(Ordering::Acquire) != 2 * i + 2 {
-                        std::hint::spin_loop();
-                    }
+                    wait_for(&line, 2 * i + 2);
                 }
                 start.elapsed().as_nanos() as f64 / ROUNDS as f64
             });
