@@ -53,12 +53,17 @@ impl FanIn {
             self.joins.fetch_add(1, Ordering::Relaxed);
         });
         for _ in 0..fan {
-            let root = g.add(|| {
-                self.arrived.fetch_add(1, Ordering::Release);
-            });
-            g.precede(root, join).unwrap();
+            self.add_predecessor(&mut g, join);
         }
         (g, join)
+    }
+
+    /// One more root of `g` before `join`, bumping `arrived`.
+    fn add_predecessor<'a>(&'a self, g: &mut Graph<'a>, join: NodeId) {
+        let root = g.add(|| {
+            self.arrived.fetch_add(1, Ordering::Release);
+        });
+        g.precede(root, join).unwrap();
     }
 
     /// Run `g` once and check the join saw all `fan` predecessors.
@@ -115,10 +120,7 @@ fn in_degrees_changed_between_runs_are_counted_from_the_new_value() {
                     let what = format!("{workers} workers, fan {fan_now}, run {run}");
                     probe.run_once(pool, &mut g, fan_now, &what);
                 }
-                let root = g.add(|| {
-                    probe.arrived.fetch_add(1, Ordering::Release);
-                });
-                g.precede(root, join).unwrap();
+                probe.add_predecessor(&mut g, join);
                 fan_now += 1;
             }
             assert_eq!(fan_now, 1004, "four edges added");
