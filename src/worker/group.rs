@@ -87,6 +87,10 @@ pub(crate) struct Group {
     on_panic: OnPanic,
     /// The isolation region its jobs run in (structured groups).
     region: Region,
+    /// Whether the group is structured: `completion`'s variant, kept here
+    /// too so that every submit (`region_for`) reads this line, which
+    /// nobody writes, rather than the count's, which unit holders write.
+    structured: bool,
 }
 
 impl Group {
@@ -102,6 +106,7 @@ impl Group {
             used_shared_queue: SharedQueueFlag::new(),
             on_panic,
             region,
+            structured: true,
         }
     }
 
@@ -116,6 +121,7 @@ impl Group {
             used_shared_queue: SharedQueueFlag::new(),
             on_panic: OnPanic::RunAll,
             region: Region::NONE,
+            structured: false,
         }
     }
 
@@ -124,9 +130,10 @@ impl Group {
     /// must be able to run it), a `'static` task's submitter's.
     #[inline]
     pub(crate) fn region_for(&self, current: Region) -> Region {
-        match *self.completion {
-            Completion::Structured(_) => self.region,
-            Completion::Static(_) => current,
+        if self.structured {
+            self.region
+        } else {
+            current
         }
     }
 
