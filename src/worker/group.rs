@@ -88,8 +88,8 @@ pub(crate) struct Group {
     /// The isolation region its jobs run in (structured groups).
     region: Region,
     /// Whether the group is structured: `completion`'s variant, kept here
-    /// too so that every submit (`region_for`) reads this line, which
-    /// nobody writes, rather than the count's, which unit holders write.
+    /// too, beside `region`, so that every submit (`region_for`) reads one
+    /// line, not also the count's padded one.
     structured: bool,
 }
 
