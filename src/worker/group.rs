@@ -87,10 +87,6 @@ pub(crate) struct Group {
     on_panic: OnPanic,
     /// The isolation region its jobs run in (structured groups).
     region: Region,
-    /// Whether the group is structured: `completion`'s variant, kept here
-    /// too, beside `region`, so that every submit (`region_for`) reads one
-    /// line, not also the count's padded one.
-    structured: bool,
 }
 
 impl Group {
@@ -106,7 +102,6 @@ impl Group {
             used_shared_queue: SharedQueueFlag::new(),
             on_panic,
             region,
-            structured: true,
         }
     }
 
@@ -121,7 +116,6 @@ impl Group {
             used_shared_queue: SharedQueueFlag::new(),
             on_panic: OnPanic::RunAll,
             region: Region::NONE,
-            structured: false,
         }
     }
 
@@ -130,10 +124,9 @@ impl Group {
     /// must be able to run it), a `'static` task's submitter's.
     #[inline]
     pub(crate) fn region_for(&self, current: Region) -> Region {
-        if self.structured {
-            self.region
-        } else {
-            current
+        match *self.completion {
+            Completion::Structured(_) => self.region,
+            Completion::Static(_) => current,
         }
     }
 
