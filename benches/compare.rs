@@ -661,7 +661,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 40] = [
+    let benches: [(&str, Bench); 41] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_cps/30/1worker", bench_fib_cps_one_worker),
         ("fib_join/30", bench_fib_join),
@@ -711,6 +711,10 @@ fn main() {
         ),
         ("pipeline_empty/1000000", pipelines::bench_pipeline_empty),
         ("pipeline_work/100000", pipelines::bench_pipeline_work),
+        (
+            "pipeline_work_floor/100000",
+            pipelines::bench_pipeline_work_floor,
+        ),
         (
             "pipeline_many_tokens/100000",
             pipelines::bench_pipeline_many_tokens,

@@ -8,6 +8,11 @@
 //! * `pipeline_work/100000`: the same with ~0.6 us of work per item in the
 //!   parallel stage, against the same rayon idiom (which needs all items in
 //!   memory at once; the pipeline streams with 8 in flight).
+//! * `pipeline_work_floor/100000`: the same stream with no scheduler at
+//!   all (see `streaming_floor`) against rayon, and
+//!   `pipeline_work_vs_floor`, sixfold against that floor: how close a
+//!   pipeline with as many items in flight can come to rayon's unbounded
+//!   collect on this machine, and how far sixfold is from it.
 //! * `pipeline_many_tokens/100000`: the same with 1,024 tokens against
 //!   `4 * workers` (sixfold both sides): many tokens must not cost.
 //! * `pipeline_pinned/3x20000`: three serial stages, each updating its own
@@ -20,7 +25,9 @@
 use super::{Side, compare, median, ms, side, threads};
 use rayon::prelude::*;
 use sixfold::{Pinning, Pipeline, Pool, current_worker};
+use std::cell::UnsafeCell;
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The rayon idiom: map in parallel into a `Vec`, fold it in order.
@@ -112,6 +119,142 @@ pub(super) fn bench_pipeline_work(ours: &Pool, theirs: &rayon::ThreadPool) {
         seq.as_secs_f64() * 1e9 / n as f64,
         seq.as_secs_f64() / mine.as_secs_f64(),
         seq.as_secs_f64() / rayon.as_secs_f64(),
+    );
+}
+
+/// A turn word and the state of the serial stage it guards, on one cache
+/// line of their own: handing a stage to the other thread moves one line.
+#[repr(align(128))]
+struct Turn {
+    turn: AtomicU64,
+    state: UnsafeCell<u64>,
+}
+
+/// The source's and the sink's turns, shared by the floor's threads.
+struct Turns {
+    source: Turn,
+    sink: Turn,
+}
+
+// SAFETY: a turn's `state` is touched only by the thread whose batch
+// number the turn word holds (Acquire to take it, Release to pass it on).
+unsafe impl Sync for Turns {}
+
+/// The least a streaming pipeline with `tokens` items in flight costs on
+/// `threads` plain threads, with no scheduler: batches of
+/// `tokens / threads` items go to the threads in a fixed rotation; a
+/// thread takes its batch's turn at the source (a counter, as the bench's
+/// source closure), runs `work` on the batch, then takes its turn at the
+/// in-order sink and folds the batch. Each thread holds at most one batch,
+/// so at most `tokens` items are in flight, as in the pipeline. Threads
+/// spin for their turn (no sleep, no wake-up), and the only cost left is
+/// the two turns' cache lines moving between cores once a batch: a
+/// scheduler can only add to it. Returns the time and the fold.
+fn streaming_floor(n: u64, work: fn(u64) -> u64, tokens: usize, threads: usize) -> (Duration, u64) {
+    let batch = (tokens / threads).max(1);
+    let batches = n.div_ceil(batch as u64);
+    let turns = Turns {
+        source: Turn {
+            turn: AtomicU64::new(0),
+            state: UnsafeCell::new(0),
+        },
+        sink: Turn {
+            turn: AtomicU64::new(0),
+            state: UnsafeCell::new(0),
+        },
+    };
+    let wait_for = |turn: &Turn, number: u64| {
+        while turn.turn.load(Ordering::Acquire) != number {
+            std::hint::spin_loop();
+        }
+    };
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for first in 0..threads as u64 {
+            let turns = &turns;
+            s.spawn(move || {
+                let mut items = vec![0u64; batch];
+                for number in (first..batches).step_by(threads) {
+                    wait_for(&turns.source, number);
+                    // SAFETY: the source's turn is ours (see `Turns`).
+                    let next = unsafe { &mut *turns.source.state.get() };
+                    let mut len = 0;
+                    while len < batch && *next < n {
+                        items[len] = *next;
+                        *next += 1;
+                        len += 1;
+                    }
+                    turns.source.turn.store(number + 1, Ordering::Release);
+                    for item in &mut items[..len] {
+                        *item = work(*item);
+                    }
+                    wait_for(&turns.sink, number);
+                    // SAFETY: the sink's turn is ours.
+                    let acc = unsafe { &mut *turns.sink.state.get() };
+                    for &item in &items[..len] {
+                        *acc = acc.wrapping_mul(31).wrapping_add(item);
+                    }
+                    turns.sink.turn.store(number + 1, Ordering::Release);
+                }
+            });
+        }
+    });
+    (start.elapsed(), turns.sink.state.into_inner())
+}
+
+/// `pipeline_work_floor/100000` and `pipeline_work_vs_floor`: the floor,
+/// rayon and sixfold on `pipeline_work`, alternated in one loop so that
+/// both ratios come from the same phase of the machine.
+pub(super) fn bench_pipeline_work_floor(ours: &Pool, theirs: &rayon::ThreadPool) {
+    let n = 100_000;
+    let tokens = 4 * threads();
+    let expect = (0..n)
+        .map(some_work)
+        .fold(0u64, |acc, x| acc.wrapping_mul(31).wrapping_add(x));
+    let floor = || {
+        let (took, fold) = streaming_floor(n, some_work, tokens, threads());
+        assert_eq!(fold, expect);
+        took
+    };
+    let rayon = || {
+        let start = Instant::now();
+        assert_eq!(rayon_map_fold(theirs, n, some_work), expect);
+        start.elapsed()
+    };
+    let sixfold = || {
+        let start = Instant::now();
+        assert_eq!(pipeline_map_fold(ours, n, some_work, tokens), expect);
+        start.elapsed()
+    };
+    // Warm-up.
+    floor();
+    rayon();
+    sixfold();
+    let (mut f, mut r, mut o) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..7 {
+        f.push(floor());
+        r.push(rayon());
+        o.push(sixfold());
+    }
+    let (f, r, o) = (median(f), median(r), median(o));
+    println!(
+        "pipeline_work_floor/100000 {:.3} {:.3} {:.3}",
+        ms(f),
+        ms(r),
+        f.as_secs_f64() / r.as_secs_f64()
+    );
+    println!(
+        "#   pipeline_work_floor/100000: plain spinning threads, {tokens} items in flight, batches of {} in a fixed rotation, no scheduler / rayon collect+fold (no target: what any pipeline with {tokens} in flight can reach here)",
+        (tokens / threads()).max(1)
+    );
+    println!(
+        "pipeline_work_vs_floor {:.3}",
+        o.as_secs_f64() / f.as_secs_f64()
+    );
+    println!(
+        "#   pipeline_work_vs_floor: sixfold {:.3} ms / the floor, same loop (sixfold / rayon in this loop: {:.3})",
+        ms(o),
+        o.as_secs_f64() / r.as_secs_f64()
     );
 }
 
