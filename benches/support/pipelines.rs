@@ -140,8 +140,8 @@ struct Turns {
 // number the turn word holds (Acquire to take it, Release to pass it on).
 unsafe impl Sync for Turns {}
 
-/// The least a streaming pipeline with `tokens` items in flight costs on
-/// `threads` plain threads, with no scheduler: batches of
+/// About the least a streaming pipeline with `tokens` items in flight
+/// costs on `threads` plain threads, with no scheduler: batches of
 /// `tokens / threads` items go to the threads in a fixed rotation; a
 /// thread takes its batch's turn at the source (a counter, as the bench's
 /// source closure), runs `work` on the batch, then takes its turn at the
@@ -247,7 +247,7 @@ pub(super) fn bench_pipeline_work_floor(ours: &Pool, theirs: &rayon::ThreadPool)
         f.as_secs_f64() / r.as_secs_f64()
     );
     println!(
-        "#   pipeline_work_floor/100000: plain spinning threads, {tokens} items in flight, batches of {} in a fixed rotation, no scheduler / rayon collect+fold (no target: what any pipeline with {tokens} in flight can reach here)",
+        "#   pipeline_work_floor/100000: plain spinning threads, {tokens} items in flight, batches of {} in a fixed rotation, no scheduler / rayon collect+fold (no target: about the least a pipeline with {tokens} in flight can cost here)",
         (tokens / threads()).max(1)
     );
     println!(
