@@ -487,12 +487,28 @@ fn graph_nodes_run_inline_and_boxed_bodies_subflows_and_are_dropped() {
             pool.install(|| pool.run_graph(&mut g)).unwrap();
             assert_eq!(runs.load(Ordering::Relaxed), 4);
             assert_eq!(children.load(Ordering::Relaxed), 16);
+            // Placements and replay read the arrays beside the nodes: a
+            // placed successor of a single-successor node, a join of two.
+            let join = g.add(|| {
+                runs.fetch_add(1, Ordering::Relaxed);
+            });
+            g.precede(fan[0], join).unwrap();
+            g.precede(fan[1], join).unwrap();
+            g.set_dispatch(fan[2], sixfold::Dispatch::Enqueue).unwrap();
+            g.set_affinity(join, Some(threads.saturating_sub(1)))
+                .unwrap();
+            g.set_affinity_replay(true);
+            pool.run_graph(&mut g).unwrap();
+            pool.run_graph(&mut g).unwrap();
+            g.set_affinity_replay(false);
+            assert_eq!(runs.load(Ordering::Relaxed), 10);
+            assert_eq!(children.load(Ordering::Relaxed), 32);
             // Cancelled from a node: the rest is skipped, then it runs again.
             let token = g.cancel_token();
             let stop = g.add(move || token.cancel());
             g.precede(stop, small).unwrap();
             assert_eq!(pool.run_graph(&mut g), Err(sixfold::GraphError::Cancelled));
-            assert_eq!(runs.load(Ordering::Relaxed), 4);
+            assert_eq!(runs.load(Ordering::Relaxed), 10);
         }
         // The graph dropped its bodies, including the boxed one's capture.
         assert_eq!(Arc::strong_count(&owned), 1);

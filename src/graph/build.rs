@@ -5,14 +5,14 @@
 
 use super::error::GraphError;
 use super::node::{
-    BodySlot, DropFn, Edge, NO_AFFINITY, NO_EDGE, NO_WORKER, Node, NodeId, NodeMeta, RunShared,
-    Subflow, SuccessorList, edge_list,
+    BodySlot, DropFn, Edge, LONG, Link, MAX_NODES, NO_AFFINITY, NO_EDGE, NO_WORKER, Node, NodeId,
+    NodeMeta, Placement, RunShared, Subflow, edge_list,
 };
 use super::order;
 use super::spare;
 use crate::cancel::CancelToken;
 use crate::platform::prefetch::prefetch_for_write;
-use crate::queues::dispatch::{Dispatch, Priority, STRICT_AFFINITY};
+use crate::queues::dispatch::STRICT_AFFINITY;
 use std::collections::HashMap;
 use std::fmt;
 use std::ptr::NonNull;
@@ -57,6 +57,17 @@ const BUILD_PREFETCH_AHEAD: usize = 32;
 pub struct Graph<'a> {
     pub(super) id: u64,
     pub(super) nodes: Vec<Node<'a>>,
+    /// Each node's in-degree and run successors (`Link`).
+    pub(super) links: Vec<Link>,
+    /// Each node's placement, once some node has one (else empty); only
+    /// read for nodes whose link says `PLACED`.
+    pub(super) placement: Vec<Placement>,
+    /// The worker that ran each node last (`NO_WORKER`: none yet), for
+    /// affinity replay; sized when a run replays.
+    pub(super) last_worker: Vec<AtomicU16>,
+    /// Each node's count of unfinished children (`Subflow`), sized before
+    /// a run.
+    pub(super) children: Vec<AtomicU32>,
     /// Each node's predecessor count for the run (`pending.rs`).
     pub(super) pending: Vec<AtomicU32>,
     pub(super) meta: Vec<NodeMeta>,
@@ -65,7 +76,7 @@ pub struct Graph<'a> {
     /// (`refresh_shape`). The number of nodes without successors.
     pub(super) roots: Vec<u32>,
     pub(super) sinks: usize,
-    /// Nodes with more than two successors: their lists go to
+    /// Nodes with more than one successor: their lists go to
     /// `successor_pool` before the next run.
     pub(super) long_lists: Vec<u32>,
     pub(super) shape_dirty: bool,
@@ -80,7 +91,8 @@ pub struct Graph<'a> {
     /// In an `Arc`, not a `Box`: nodes keep raw pointers to it, which a
     /// moved `Box` (a unique pointer) would invalidate.
     pub(super) shared: Arc<RunShared>,
-    /// The successor lists longer than two, end to end (`SuccessorList`).
+    /// The successor lists longer than one, end to end, each its length
+    /// and then its successors (`Link::next`).
     pub(super) successor_pool: Vec<u32>,
     /// Each node's name for trace records (`refresh_shape`), or nothing
     /// if no node has a name.
@@ -101,7 +113,9 @@ impl Drop for Graph<'_> {
             unsafe { drop_body(self.nodes[i as usize].body.as_ptr()) };
         }
         spare::give(std::mem::take(&mut self.nodes));
+        spare::give_array(&spare::LINKS, std::mem::take(&mut self.links));
         spare::give_array(&spare::COUNTS, std::mem::take(&mut self.pending));
+        spare::give_array(&spare::CHILDREN, std::mem::take(&mut self.children));
         spare::give_array(&spare::META, std::mem::take(&mut self.meta));
         spare::give_array(&spare::EDGES, std::mem::take(&mut self.edges));
     }
@@ -139,6 +153,10 @@ impl<'a> Graph<'a> {
         Graph {
             id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
             nodes: Vec::new(),
+            links: Vec::new(),
+            placement: Vec::new(),
+            last_worker: Vec::new(),
+            children: Vec::new(),
             pending: Vec::new(),
             meta: Vec::new(),
             edges: Vec::new(),
@@ -182,6 +200,8 @@ impl<'a> Graph<'a> {
             Some(kept) => g.nodes = kept,
             None => g.nodes.reserve_exact(nodes),
         }
+        g.links =
+            spare::take_array(&spare::LINKS, nodes).unwrap_or_else(|| Vec::with_capacity(nodes));
         g.pending =
             spare::take_array(&spare::COUNTS, nodes).unwrap_or_else(|| Vec::with_capacity(nodes));
         g.meta =
@@ -255,8 +275,8 @@ impl<'a> Graph<'a> {
     {
         let index = u32::try_from(self.nodes.len())
             .ok()
-            .filter(|&i| i < u32::MAX)
-            .expect("a graph holds fewer than 2^32 - 1 nodes");
+            .filter(|&i| (i as usize) < MAX_NODES)
+            .expect("a graph holds fewer than 2^31 - 1 nodes");
         let (body, call, drop_body) = BodySlot::new(f);
         if let Some(drop_body) = drop_body {
             self.drops.push((index, drop_body));
@@ -264,7 +284,7 @@ impl<'a> Graph<'a> {
         if self.nodes.len() == self.nodes.capacity() {
             self.grow_nodes();
         }
-        // Nodes are written in order, a line each: ask for the line of a
+        // Nodes are written in order, two to a line: ask for the line of a
         // node a few adds on (its write would otherwise wait for it).
         prefetch_for_write(
             self.nodes
@@ -272,21 +292,16 @@ impl<'a> Graph<'a> {
                 .wrapping_add(index as usize + BUILD_PREFETCH_AHEAD),
         );
         self.nodes.push(Node {
-            in_degree: 0,
-            children: AtomicU32::new(0),
-            affinity: NO_AFFINITY,
-            dispatch: Dispatch::Spawn,
-            priority: Priority::Normal,
-            last_worker: AtomicU16::new(NO_WORKER),
-            successors: SuccessorList::default(),
             shared: NonNull::from(&*self.shared),
             call,
             body,
         });
+        self.links.push(Link::NEW);
         self.pending.push(AtomicU32::new(0));
         self.meta.push(NodeMeta {
             first_succ: NO_EDGE,
             first_pred: NO_EDGE,
+            successors: 0,
         });
         self.sinks += 1;
         self.order.push();
@@ -356,13 +371,13 @@ impl<'a> Graph<'a> {
         // here, and the compiler drops the bounds checks of every access
         // below (a tenth of an edge's instructions).
         let n = self.nodes.len();
-        let nodes = &mut self.nodes[..n];
+        let links = &mut self.links[..n];
         // Edges mostly come in node order (a chain, a grid's rows), and a
-        // large graph's nodes are out of the near caches by now: ask for
+        // large graph's links are out of the near caches by now: ask for
         // the line this loop will want a few edges on.
-        prefetch_for_write(nodes.as_ptr().wrapping_add(b + BUILD_PREFETCH_AHEAD));
+        prefetch_for_write(links.as_ptr().wrapping_add(b + BUILD_PREFETCH_AHEAD));
         // Duplicate? Scan the shorter of the two lists.
-        let duplicate = if nodes[a].successors.len <= nodes[b].in_degree {
+        let duplicate = if self.meta[..n][a].successors <= links[b].in_degree() {
             self.successors_of(a).any(|s| s == b as u32)
         } else {
             self.predecessors_of(b).any(|p| p == a as u32)
@@ -376,37 +391,37 @@ impl<'a> Graph<'a> {
         {
             return Err(self.cycle_error(&path, b));
         }
+        // Below 2^31 edges, no in-degree reaches `PLACED`.
         let edge = u32::try_from(self.edges.len())
             .ok()
-            .filter(|&e| e != NO_EDGE)
-            .expect("a graph holds fewer than 2^32 - 1 edges");
+            .filter(|&e| (e as usize) < MAX_NODES)
+            .expect("a graph holds fewer than 2^31 - 1 edges");
         // Through local slices: a store into one array then does not make
         // the compiler reload the others' pointers and lengths.
         let meta = &mut self.meta[..n];
         let (next_succ, next_pred) = (meta[a].first_succ, meta[b].first_pred);
         meta[a].first_succ = edge;
         meta[b].first_pred = edge;
+        meta[a].successors += 1;
+        let successors = meta[a].successors;
         self.edges.push(Edge {
             from: a as u32,
             to: b as u32,
             next_succ,
             next_pred,
         });
-        let nodes = &mut self.nodes[..n];
-        // The run's successor list, in the order edges were added: inline
-        // up to two, else made from the edge list before the next run.
-        let list = &mut nodes[a].successors;
-        list.len += 1;
-        match list.len {
+        let links = &mut self.links[..n];
+        // The run's successors: a single one in the link, more made from
+        // the edge list, in the order they were added, before the next run.
+        match successors {
             1 => {
                 self.sinks -= 1;
-                list.inline[0] = b as u32;
+                links[a].next = b as u32;
             }
-            2 => list.inline[1] = b as u32,
-            3 => self.long_lists.push(a as u32),
+            2 => self.long_lists.push(a as u32),
             _ => {}
         }
-        nodes[b].in_degree += 1;
+        links[b].degree += 1;
         *self.pending[..n][b].get_mut() += 1;
         self.shape_dirty = true;
         Ok(())
@@ -584,13 +599,18 @@ impl<'a> Graph<'a> {
         );
         self.successor_pool.clear();
         for &a in &self.long_lists {
-            let first = self.meta[a as usize].first_succ;
+            let meta = &self.meta[a as usize];
             let offset = self.successor_pool.len();
+            assert!(
+                offset < MAX_NODES,
+                "a graph's successor lists hold fewer than 2^31 - 1 entries"
+            );
+            self.successor_pool.push(meta.successors);
             self.successor_pool
-                .extend(edge_list(&self.edges, first, |e| e.next_succ).map(|e| e.to));
+                .extend(edge_list(&self.edges, meta.first_succ, |e| e.next_succ).map(|e| e.to));
             // Oldest edge first, as they were added.
-            self.successor_pool[offset..].reverse();
-            self.nodes[a as usize].successors.inline = [offset as u32, 0];
+            self.successor_pool[offset + 1..].reverse();
+            self.links[a as usize].next = LONG | offset as u32;
         }
         self.trace_names.clear();
         if !self.names.is_empty() {
@@ -601,14 +621,54 @@ impl<'a> Graph<'a> {
         }
         if self.affinity_dirty {
             self.max_affinity = self
-                .nodes
+                .placement
                 .iter()
                 .enumerate()
-                .filter(|(_, n)| n.affinity != NO_AFFINITY)
-                .map(|(i, n)| (n.affinity & !STRICT_AFFINITY, i as u32))
+                .filter(|(_, p)| p.affinity != NO_AFFINITY)
+                .map(|(i, p)| (p.affinity & !STRICT_AFFINITY, i as u32))
                 .max();
             self.affinity_dirty = false;
         }
         self.shape_dirty = false;
+    }
+
+    /// Size the arrays a run may use beside the nodes: the children counts
+    /// always, the last workers if the run replays. Warm runs find them
+    /// sized and allocate nothing.
+    pub(super) fn size_run_arrays(&mut self, replay: bool) {
+        let n = self.nodes.len();
+        if self.children.len() < n {
+            if self.children.capacity() < n
+                && let Some(kept) = spare::take_array(&spare::CHILDREN, n)
+            {
+                spare::give_array(
+                    &spare::CHILDREN,
+                    std::mem::replace(&mut self.children, kept),
+                );
+            }
+            self.children.resize_with(n, || AtomicU32::new(0));
+        }
+        if replay && self.last_worker.len() < n {
+            self.last_worker
+                .resize_with(n, || AtomicU16::new(NO_WORKER));
+        }
+    }
+
+    /// Node `i`'s placement (the default if it has none).
+    pub(super) fn placement_of(&self, i: usize) -> Placement {
+        if self.links[i].placed() {
+            self.placement[i]
+        } else {
+            Placement::DEFAULT
+        }
+    }
+
+    /// Node `i`'s placement, to change it: from now on runs read it.
+    pub(super) fn placement_mut(&mut self, i: usize) -> &mut Placement {
+        if self.placement.len() < self.nodes.len() {
+            self.placement.resize(self.nodes.len(), Placement::DEFAULT);
+        }
+        self.links[i].degree |= super::node::PLACED;
+        &mut self.placement[i]
     }
 }

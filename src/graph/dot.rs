@@ -24,7 +24,8 @@ impl Graph<'_> {
     /// ```
     pub fn to_dot(&self) -> String {
         let mut out = String::from("digraph sixfold {\n  node [shape=box];\n");
-        for (i, node) in self.nodes.iter().enumerate() {
+        for i in 0..self.nodes.len() {
+            let node = self.placement_of(i);
             let mut label = escape(&self.label(i));
             if node.dispatch == Dispatch::Enqueue {
                 label.push_str("\\nenqueue");

@@ -111,44 +111,93 @@ pub(super) unsafe fn drop_boxed<F>(at: *mut u8) {
 /// Marks a node without affinity.
 pub(super) const NO_AFFINITY: u32 = u32::MAX;
 
-/// What the scheduler touches while a graph runs: one per node, one cache
-/// line each, in the graph's storage. (Names, predecessors and the
-/// builder's successor lists live apart, in `NodeMeta`: a run never reads
-/// them.)
-#[repr(align(64))]
+/// What a run reads of a node to call it: half a cache line each, in the
+/// graph's storage. Everything else a run needs of a node lives in arrays
+/// of its own, indexed by the node's position: its `Link` (eight bytes,
+/// read to hand work on), its count (`pending.rs`), and, only for the
+/// nodes that use them, its placement, its last worker and its children.
+/// (Names, predecessors and the builder's lists live in `NodeMeta`: a run
+/// never reads them.)
+///
+/// Why so small: a run of a large graph streams through its nodes, and
+/// such a walk is bound by the bytes it reads a node. A million-node chain
+/// read 72 bytes a node (a 64-byte node and the body's own data) and ran
+/// at the speed of memory; 40 bytes a node run in about two thirds of the
+/// time.
+#[repr(align(32))]
 pub(crate) struct Node<'a> {
-    /// The number of distinct predecessors, which the node's count in the
-    /// run's pending array (`pending.rs`) equals between runs.
-    pub(super) in_degree: u32,
-    /// The body plus the children it spawned that have not finished; only
-    /// used once the body spawns.
-    pub(super) children: AtomicU32,
-    /// `NO_AFFINITY` or a worker index.
-    pub(super) affinity: u32,
-    pub(super) dispatch: Dispatch,
-    /// The shared-queue lane of an enqueue-dispatch node.
-    pub(super) priority: Priority,
-    /// The worker that ran the node last (`NO_WORKER`: none yet), for
-    /// affinity replay.
-    pub(super) last_worker: AtomicU16,
-    pub(super) successors: SuccessorList,
-    /// The graph's run state (in an `Arc`, so stable while nodes move).
+    /// The graph's run state (in an `Arc`, so stable while nodes move):
+    /// the way from a node job to the rest of its graph.
     pub(super) shared: NonNull<RunShared>,
     pub(super) call: CallFn<'a>,
     pub(super) body: BodySlot,
 }
 
-/// A node's successors for the run: up to two inline (chains, trees and
-/// grids need no more), else a range of the graph's successor pool.
-#[derive(Clone, Copy, Default)]
-pub(super) struct SuccessorList {
-    pub(super) len: u32,
-    /// The successors if `len <= 2`, else `[offset into the pool, _]`.
-    pub(super) inline: [u32; 2],
+// Half a cache line per node: a run streams through them.
+const _: () = assert!(std::mem::size_of::<Node<'static>>() == 32);
+
+/// A node's in-degree and successors, as a run reads them, in an array
+/// beside the nodes (`Graph::links`).
+#[derive(Clone, Copy)]
+pub(crate) struct Link {
+    /// The number of distinct predecessors (which the node's count in the
+    /// pending array equals between runs), plus `PLACED` if the node has a
+    /// placement of its own in `Graph::placement`.
+    pub(super) degree: u32,
+    /// `NO_SUCCESSOR` for a sink; the successor's index for a node with
+    /// one; for more, `LONG | offset` of the list in the successor pool,
+    /// which holds its length and then the successors (made before the
+    /// first run after a change of shape).
+    pub(super) next: u32,
 }
 
-// One cache line per node: a run streams through them.
-const _: () = assert!(std::mem::size_of::<Node<'static>>() == 64);
+/// In `Link::degree`: read the node's placement.
+pub(super) const PLACED: u32 = 1 << 31;
+/// In `Link::next`: the successors are in the pool, at the offset below.
+pub(super) const LONG: u32 = 1 << 31;
+/// `Link::next` of a sink.
+pub(super) const NO_SUCCESSOR: u32 = u32::MAX;
+/// Node indices stay below this, so a successor index never looks like a
+/// pool offset.
+pub(super) const MAX_NODES: usize = LONG as usize - 1;
+
+impl Link {
+    /// A node without edges or placement.
+    pub(super) const NEW: Link = Link {
+        degree: 0,
+        next: NO_SUCCESSOR,
+    };
+
+    #[inline(always)]
+    pub(super) fn in_degree(self) -> u32 {
+        self.degree & !PLACED
+    }
+
+    #[inline(always)]
+    pub(super) fn placed(self) -> bool {
+        self.degree & PLACED != 0
+    }
+}
+
+/// Where and how a node runs, for the few nodes that say so (their link
+/// has `PLACED`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Placement {
+    /// `NO_AFFINITY` or a worker index (with `STRICT_AFFINITY`).
+    pub(super) affinity: u32,
+    pub(super) dispatch: Dispatch,
+    /// The shared-queue lane of an enqueue-dispatch node.
+    pub(super) priority: Priority,
+}
+
+impl Placement {
+    /// What a node without a placement gets: spawned, anywhere.
+    pub(super) const DEFAULT: Placement = Placement {
+        affinity: NO_AFFINITY,
+        dispatch: Dispatch::Spawn,
+        priority: Priority::Normal,
+    };
+}
 
 /// Marks a node no worker ran yet.
 pub(super) const NO_WORKER: u16 = u16::MAX;
@@ -162,10 +211,11 @@ unsafe impl Send for Node<'_> {}
 /// for the few nodes that have them).
 pub(super) struct NodeMeta {
     /// The node's successor and predecessor lists in `Graph::edges`,
-    /// newest edge first (`NO_EDGE`: empty). Its number of successors is
-    /// the run's `SuccessorList::len`.
+    /// newest edge first (`NO_EDGE`: empty).
     pub(super) first_succ: u32,
     pub(super) first_pred: u32,
+    /// The number of successors.
+    pub(super) successors: u32,
 }
 
 /// Ends an edge list.
@@ -204,6 +254,14 @@ pub(crate) struct RunShared {
     /// before the roots are routed, so every node sees them.
     pub(super) latch: AtomicPtr<CountLatch>,
     pub(super) nodes: AtomicPtr<Node<'static>>,
+    /// The arrays beside the nodes, one entry per node (`placement` and
+    /// `last_worker` only when used: `Graph::refresh_shape`).
+    pub(super) links: AtomicPtr<Link>,
+    pub(super) placement: AtomicPtr<Placement>,
+    pub(super) last_worker: AtomicPtr<AtomicU16>,
+    /// The body plus the children it spawned that have not finished, per
+    /// node; only used once the body spawns.
+    pub(super) children: AtomicPtr<AtomicU32>,
     pub(super) successor_pool: AtomicPtr<u32>,
     /// The nodes' predecessor counts, one per node (`pending.rs`).
     pub(super) pending: AtomicPtr<AtomicU32>,
@@ -231,6 +289,10 @@ impl RunShared {
             panic: Mutex::new(None),
             latch: AtomicPtr::new(ptr::null_mut()),
             nodes: AtomicPtr::new(ptr::null_mut()),
+            links: AtomicPtr::new(ptr::null_mut()),
+            placement: AtomicPtr::new(ptr::null_mut()),
+            last_worker: AtomicPtr::new(ptr::null_mut()),
+            children: AtomicPtr::new(ptr::null_mut()),
             successor_pool: AtomicPtr::new(ptr::null_mut()),
             pending: AtomicPtr::new(ptr::null_mut()),
             names: AtomicPtr::new(ptr::null_mut()),
@@ -303,6 +365,8 @@ impl CancelTarget for RunShared {
 /// ```
 pub struct Subflow<'s, 'a> {
     pub(super) node: &'s Node<'a>,
+    /// The node's count of unfinished children (`Graph::children`).
+    pub(super) children: &'s AtomicU32,
     pub(super) worker: &'s WorkerThread,
     /// The node's body (which holds no unit of `children` until it first
     /// spawns) or one of its children (which holds one).

@@ -34,7 +34,7 @@ impl<'a> Graph<'a> {
     /// ```
     pub fn set_dispatch(&mut self, node: NodeId, dispatch: Dispatch) -> Result<(), GraphError> {
         let i = self.check(node)?;
-        self.nodes[i].dispatch = dispatch;
+        self.placement_mut(i).dispatch = dispatch;
         Ok(())
     }
 
@@ -64,7 +64,7 @@ impl<'a> Graph<'a> {
     /// ```
     pub fn set_affinity(&mut self, node: NodeId, worker: Option<usize>) -> Result<(), GraphError> {
         let i = self.check(node)?;
-        self.nodes[i].affinity = match worker {
+        self.placement_mut(i).affinity = match worker {
             // Beyond u32 is out of range for every pool; keep it visible.
             Some(w) => u32::try_from(w).unwrap_or(u32::MAX - 1).min(u32::MAX - 1),
             None => NO_AFFINITY,
@@ -88,7 +88,7 @@ impl<'a> Graph<'a> {
     /// ```
     pub fn set_priority(&mut self, node: NodeId, priority: Priority) -> Result<(), GraphError> {
         let i = self.check(node)?;
-        self.nodes[i].priority = priority;
+        self.placement_mut(i).priority = priority;
         Ok(())
     }
 
@@ -116,7 +116,7 @@ impl<'a> Graph<'a> {
     pub fn set_strict_affinity(&mut self, node: NodeId, worker: usize) -> Result<(), GraphError> {
         self.set_affinity(node, Some(worker))?;
         let i = self.check(node)?;
-        let index = &mut self.nodes[i].affinity;
+        let index = &mut self.placement_mut(i).affinity;
         *index = (*index).min(STRICT_AFFINITY - 1) | STRICT_AFFINITY;
         Ok(())
     }

@@ -22,7 +22,9 @@
 
 use super::build::Graph;
 use super::error::GraphError;
-use super::node::{NO_AFFINITY, NO_WORKER, Node, RunShared, Subflow};
+use super::node::{
+    LONG, Link, NO_AFFINITY, NO_SUCCESSOR, NO_WORKER, Node, Placement, RunShared, Subflow,
+};
 use super::pending;
 use crate::observe::stats::Rule;
 use crate::platform::latch::CountLatch;
@@ -36,7 +38,7 @@ use crate::worker::thread::WorkerThread;
 use crate::worker::thread::{JobRef, Next};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
 /// The state of the run in progress, shared by the graph's nodes. One per
 /// graph, reused by every run.
@@ -71,10 +73,10 @@ impl<'a> Subflow<'_, 'a> {
         if self.is_body && !self.spawned {
             // The body's own unit plus this child's. Nothing else touches
             // the count until the child is pushed below.
-            self.node.children.store(2, Ordering::Relaxed);
+            self.children.store(2, Ordering::Relaxed);
         } else {
             // We hold a unit, so the count cannot reach zero meanwhile.
-            self.node.children.fetch_add(1, Ordering::Relaxed);
+            self.children.fetch_add(1, Ordering::Relaxed);
         }
         self.spawned = true;
         let job = Box::new(ChildJob {
@@ -129,11 +131,16 @@ where
         let node = unsafe { node.as_ref() };
         // SAFETY: the run state outlives the graph's nodes.
         let shared = unsafe { node.shared.as_ref() };
+        // SAFETY: `node` is a node of the running graph.
+        let index = unsafe { index_of(shared, node) };
+        // SAFETY: as above; the run sized the children array.
+        let children = unsafe { children_at(shared, index) };
         if shared.is_cancelled() {
             drop(f);
         } else {
             let mut subflow = Subflow {
                 node,
+                children,
                 worker,
                 is_body: false,
                 spawned: false,
@@ -142,37 +149,51 @@ where
                 shared.record_panic(payload);
             }
         }
-        if node.children.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if children.fetch_sub(1, Ordering::AcqRel) == 1 {
             let mut sinks = 0;
+            // SAFETY: as above.
+            let link = unsafe { link_at(shared, index) };
             let succ = if shared.replay() {
                 // SAFETY: the last unit of the node: it completes now, once.
-                unsafe { complete::<true>(node, shared, worker, &mut sinks) }
+                unsafe { complete::<true>(index, link, shared, worker, &mut sinks) }
             } else {
                 // SAFETY: as above.
-                unsafe { complete::<false>(node, shared, worker, &mut sinks) }
+                unsafe { complete::<false>(index, link, shared, worker, &mut sinks) }
             };
+            // Made before the release below: the run may end at once.
+            // SAFETY: the successor is a node of the running graph.
+            let next = succ.map(|succ| Next {
+                job: node_job(unsafe { node_at(shared, succ) }, shared.region()),
+                rule: Rule::Successor,
+            });
             // SAFETY: `sinks` counts the sink this was, if it was one, and
             // nothing of the run is touched after.
             unsafe { release_sinks(shared, sinks) };
-            succ.map(|succ| Next {
-                job: node_job(succ, shared.region()),
-                rule: Rule::Successor,
-            })
+            next
         } else {
             None
         }
     }
 }
 
-/// Where a node should run: its own affinity, else with replay on the
-/// worker that ran it last, else anywhere.
+/// Where node `index` should run: its own affinity, else with replay on
+/// the worker that ran it last, else anywhere.
+///
+/// # Safety
+/// `index` is a node of the graph whose run `shared` describes.
 #[inline]
-fn preferred_worker(node: &Node<'_>, replay: bool) -> Option<usize> {
-    if node.affinity != NO_AFFINITY {
-        return Some((node.affinity & !STRICT_AFFINITY) as usize);
+unsafe fn preferred_worker(
+    shared: &RunShared,
+    index: usize,
+    placement: Placement,
+    replay: bool,
+) -> Option<usize> {
+    if placement.affinity != NO_AFFINITY {
+        return Some((placement.affinity & !STRICT_AFFINITY) as usize);
     }
     if replay {
-        let last = node.last_worker.load(Ordering::Relaxed);
+        // SAFETY: the caller's; a replaying run sized the array.
+        let last = unsafe { last_worker_at(shared, index) }.load(Ordering::Relaxed);
         if last != NO_WORKER {
             return Some(last as usize);
         }
@@ -180,26 +201,31 @@ fn preferred_worker(node: &Node<'_>, replay: bool) -> Option<usize> {
     None
 }
 
-/// Send a ready node where its placement says: its worker alone for a
-/// strict affinity, else by `Registry::route`.
+/// Send ready node `index` where its placement says: its worker alone for
+/// a strict affinity, else by `Registry::route`.
+///
+/// # Safety
+/// `index` is a ready node of the graph whose run `shared` describes.
 #[inline]
-fn route_node(
+unsafe fn route_node(
     registry: &Arc<Registry>,
-    node: &Node<'_>,
     shared: &RunShared,
+    index: usize,
+    placement: Placement,
     affinity: Option<usize>,
     here: Option<&WorkerThread>,
 ) {
-    let job = node_job(node, shared.region());
-    if node.affinity != NO_AFFINITY
-        && node.affinity & STRICT_AFFINITY != 0
+    // SAFETY: the caller's.
+    let job = node_job(unsafe { node_at(shared, index) }, shared.region());
+    if placement.affinity != NO_AFFINITY
+        && placement.affinity & STRICT_AFFINITY != 0
         && let Some(worker) = affinity
         && registry.route_strict_if_possible(job, worker)
     {
         return;
     }
-    registry.route(job, node.dispatch, affinity, here, || SharedPlace {
-        priority: node.priority,
+    registry.route(job, placement.dispatch, affinity, here, || SharedPlace {
+        priority: placement.priority,
         ..shared.used_shared_queue.note()
     });
 }
@@ -226,16 +252,17 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
     // node of a run points at the same run state.
     // SAFETY: the run state outlives the graph's nodes.
     let shared = unsafe { node.shared.as_ref() };
-    let mut node = node;
+    // SAFETY: `node` is a node of the running graph.
+    let mut index = unsafe { index_of(shared, node) };
     let mut sinks = 0;
     loop {
         if shared.replay() {
             // SAFETY: as below.
-            unsafe { run_chain::<true>(node, shared, worker, &mut sinks) }
+            unsafe { run_chain::<true>(index, shared, worker, &mut sinks) }
         } else {
-            // SAFETY: `node` is ready (its job was taken, or popped below);
-            // `shared` is its graph's run state.
-            unsafe { run_chain::<false>(node, shared, worker, &mut sinks) }
+            // SAFETY: node `index` is ready (its job was taken, or popped
+            // below); `shared` is its graph's run state.
+            unsafe { run_chain::<false>(index, shared, worker, &mut sinks) }
         }
         if sinks == 0 {
             break;
@@ -258,7 +285,7 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
         };
         worker.count_task(Rule::OwnDeque);
         // SAFETY: as in the test above; the job is ours to run, once.
-        node = unsafe { node_of(&job) };
+        index = unsafe { index_of(shared, node_of(&job)) };
     }
     // SAFETY: the units of the sinks run above, and the last touch of the
     // run (it may end at once).
@@ -293,16 +320,16 @@ unsafe fn release_sinks(shared: &RunShared, sinks: usize) {
     }
 }
 
-/// Run `node` and each successor it hands back (rule 2). One copy per
-/// `REPLAY` (whether the run records and follows the workers of the last
-/// run): the flag is fixed for a run, and a chain pays no test for it.
+/// Run node `index` and each successor it hands back (rule 2). One copy
+/// per `REPLAY` (whether the run records and follows the workers of the
+/// last run): the flag is fixed for a run, and a chain pays no test for it.
 ///
 /// # Safety
-/// `node` is ready, and this is its only execution in this run; `shared`
-/// is the run state of its graph.
+/// Node `index` is ready, and this is its only execution in this run;
+/// `shared` is the run state of its graph.
 #[inline(always)]
 unsafe fn run_chain<const REPLAY: bool>(
-    mut node: &'static Node<'static>,
+    mut index: usize,
     shared: &RunShared,
     worker: &WorkerThread,
     sinks: &mut usize,
@@ -310,10 +337,10 @@ unsafe fn run_chain<const REPLAY: bool>(
     loop {
         // SAFETY: the caller's, then `complete`'s: it hands back a ready
         // node that nobody else will run.
-        match unsafe { run_node::<REPLAY>(node, shared, worker, sinks) } {
+        match unsafe { run_node::<REPLAY>(index, shared, worker, sinks) } {
             Some(next) => {
                 worker.count_task(Rule::Successor);
-                node = next;
+                index = next;
             }
             None => return,
         }
@@ -324,14 +351,14 @@ unsafe fn run_chain<const REPLAY: bool>(
 /// the node (the job's record, opened by the worker loop, is cut at each
 /// successor: `WorkerThread::trace_next_task`).
 #[cold]
-fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Option<Next> {
+fn execute_traced(node: &'static Node<'static>, worker: &WorkerThread) -> Option<Next> {
     // SAFETY: the run state outlives the graph's nodes.
     let shared = unsafe { node.shared.as_ref() };
     let replay = shared.replay();
+    // SAFETY: `node` is an element of the running graph's node array.
+    let mut index = unsafe { index_of(shared, node) };
     loop {
         let names = shared.names.load(Ordering::Relaxed).cast_const();
-        // SAFETY: `node` is an element of the running graph's node array.
-        let index = unsafe { index_of(shared, node) };
         // SAFETY: `names` has an entry per node while the graph runs, or is
         // empty (no node has a name).
         let name = (index < shared.names_len.load(Ordering::Relaxed))
@@ -339,17 +366,18 @@ fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Op
             .flatten();
         let mut sinks = 0;
         let next = if replay {
-            // SAFETY: `node` is ready; this is its only execution in this run.
-            unsafe { run_node::<true>(node, shared, worker, &mut sinks) }
+            // SAFETY: node `index` is ready; this is its only execution in
+            // this run.
+            unsafe { run_node::<true>(index, shared, worker, &mut sinks) }
         } else {
             // SAFETY: as above.
-            unsafe { run_node::<false>(node, shared, worker, &mut sinks) }
+            unsafe { run_node::<false>(index, shared, worker, &mut sinks) }
         };
         match next {
             Some(succ) => {
                 worker.count_task(Rule::Successor);
                 worker.trace_next_task(name, Rule::Successor);
-                node = succ;
+                index = succ;
             }
             None => {
                 // The job's record, closed by the worker loop, is this
@@ -364,34 +392,39 @@ fn execute_traced(mut node: &'static Node<'static>, worker: &WorkerThread) -> Op
     }
 }
 
-/// Reset a ready node's count, run its body unless the run is cancelled,
-/// and complete it unless children still run. Returns the successor to run
-/// next here, if any; a sink is counted in `sinks` (`complete`).
+/// Reset ready node `index`'s count, run its body unless the run is
+/// cancelled, and complete it unless children still run. Returns the
+/// successor to run next here, if any; a sink is counted in `sinks`
+/// (`complete`).
 ///
 /// # Safety
-/// `node` is ready, and this is its only execution in this run; `shared`
-/// is the run state of its graph.
+/// Node `index` is ready, and this is its only execution in this run;
+/// `shared` is the run state of its graph.
 #[inline(always)]
-unsafe fn run_node<'a, const REPLAY: bool>(
-    node: &'a Node<'a>,
+unsafe fn run_node<const REPLAY: bool>(
+    index: usize,
     shared: &RunShared,
     worker: &WorkerThread,
     sinks: &mut usize,
-) -> Option<&'a Node<'a>> {
-    if pending::needs_reset(node.in_degree) {
+) -> Option<usize> {
+    // SAFETY: the caller's: `index` is a node of the running graph, whose
+    // arrays all have an entry for it.
+    let (node, link) = unsafe { (node_at(shared, index), link_at(shared, index)) };
+    if pending::needs_reset(link.in_degree()) {
         // Ready for the next run: nobody decrements it again in this one.
-        // SAFETY: the count array has an entry per node of the running
-        // graph, and `node` is one of them.
-        unsafe { count_of(shared, node) }.store(node.in_degree, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { count_at(shared, index) }.store(link.in_degree(), Ordering::Relaxed);
     }
     if REPLAY {
-        node.last_worker
-            .store(worker.index() as u16, Ordering::Relaxed);
+        // SAFETY: as above; a replaying run sized the array.
+        unsafe { last_worker_at(shared, index) }.store(worker.index() as u16, Ordering::Relaxed);
     }
     let mut spawned = false;
     if !shared.is_cancelled() {
         let mut subflow = Subflow {
             node,
+            // SAFETY: as above; the run sized the array.
+            children: unsafe { children_at(shared, index) },
             worker,
             is_body: true,
             spawned: false,
@@ -405,122 +438,123 @@ unsafe fn run_node<'a, const REPLAY: bool>(
         }
         spawned = subflow.spawned;
     }
-    if spawned && node.children.fetch_sub(1, Ordering::AcqRel) != 1 {
+    // SAFETY: as above.
+    if spawned && unsafe { children_at(shared, index) }.fetch_sub(1, Ordering::AcqRel) != 1 {
         // The last child completes the node.
         return None;
     }
     // SAFETY: the node's body and children are done: it completes once.
-    unsafe { complete::<REPLAY>(node, shared, worker, sinks) }
+    unsafe { complete::<REPLAY>(index, link, shared, worker, sinks) }
 }
 
 /// How many nodes past itself, in the graph's storage, a finishing node
 /// asks for a line. A graph larger than the caches is walked along its
-/// storage (rule 2 keeps the nearest successor), and with the counts kept
-/// apart (`pending.rs`) a node's line is first touched when it runs: in a
+/// storage (rule 2 keeps the nearest successor), and with the counts and
+/// links kept apart a node's line is first touched when it runs: in a
 /// chain or along a grid's row, a few nodes ahead is where the walk goes
 /// next. The distance must cover a miss to the far cache or memory at a
-/// few nanoseconds a node: 8 nodes ahead (half a kilobyte) was enough on
-/// the Zen 4 machines, but on a Xeon with a large, slow shared cache a
-/// chain node still stalled on its successor's line, and 32 ahead cut a
-/// chain from about 12 to 8 ns a node. A useless prefetch (a tree, whose
-/// successors lie elsewhere) costs one instruction.
-const PREFETCH_AHEAD: usize = 32;
+/// few nanoseconds a node: 8 lines ahead was enough on Zen 4 machines,
+/// but on a Xeon with a large, slow shared cache a chain still stalled on
+/// its successor's line, and 2 KiB ahead (64 nodes of 32 bytes) keeps it
+/// fed. A useless prefetch (a tree, whose successors lie elsewhere) costs
+/// one instruction.
+const PREFETCH_AHEAD: usize = 64;
 
-/// The node finished: decrement its successors, hand back the one it made
-/// ready that may run here and lies nearest to it in memory (rule 2), route the rest; or, for a sink,
-/// count it in `sinks`, for the caller to release the run's latch.
+/// Node `index` finished: decrement its successors, hand back the one it
+/// made ready that may run here and lies nearest to it in storage (rule
+/// 2), route the rest; or, for a sink, count it in `sinks`, for the caller
+/// to release the run's latch.
 ///
 /// # Safety
 /// Called once per node and run, when its body and children are done;
-/// `shared` is the run state of its graph.
+/// `link` is its link; `shared` is the run state of its graph.
 #[inline(always)]
-unsafe fn complete<'a, const REPLAY: bool>(
-    node: &Node<'a>,
+unsafe fn complete<const REPLAY: bool>(
+    index: usize,
+    link: Link,
     shared: &RunShared,
     worker: &WorkerThread,
     sinks: &mut usize,
-) -> Option<&'a Node<'a>> {
-    let base = shared
-        .nodes
-        .load(Ordering::Relaxed)
-        .cast_const()
-        .cast::<Node<'a>>();
-    // Read from the node, not from a copy of its list: the list's copy
-    // lives on the stack (its address is taken below), and a chain pays
-    // for the round trip on every node.
-    if !REPLAY && node.successors.len == 1 {
-        // SAFETY: successor indices are in bounds of the running graph.
-        let succ = unsafe { &*base.add(node.successors.inline[0] as usize) };
-        // A chain link: our one successor waits for us alone and goes
-        // nowhere in particular. Its count was never written (`pending.rs`)
-        // and it runs next, here (rule 2): its line, read for this test,
-        // is the one it runs from.
-        if succ.in_degree == 1 && succ.dispatch == Dispatch::Spawn && succ.affinity == NO_AFFINITY {
-            prefetch_for_write(ptr::from_ref(node).wrapping_add(PREFETCH_AHEAD));
-            return Some(succ);
-        }
-    }
-    let list = node.successors;
-    if list.len == 0 {
+) -> Option<usize> {
+    let next = link.next;
+    if next == NO_SUCCESSOR {
         // The caller releases the run's latch for it (`release_sinks`).
         *sinks += 1;
         return None;
     }
-    let successors = if list.len <= 2 {
-        list.inline.as_ptr()
+    let nodes = shared.nodes.load(Ordering::Relaxed).cast_const();
+    // A hint only: the address may lie past the array (never read).
+    prefetch_for_write(nodes.wrapping_add(index + PREFETCH_AHEAD));
+    if !REPLAY && next & LONG == 0 {
+        // SAFETY: successor indices are in bounds of the running graph.
+        let succ_link = unsafe { link_at(shared, next as usize) };
+        // A chain link: our one successor waits for us alone (in-degree
+        // one) and goes nowhere in particular (no placement). Its count
+        // was never written (`pending.rs`) and it runs next, here (rule 2).
+        if succ_link.degree == 1 {
+            return Some(next as usize);
+        }
+    }
+    let one = [next];
+    let successors: &[u32] = if next & LONG == 0 {
+        &one
     } else {
-        // SAFETY: the pool holds this node's list at that offset.
+        let offset = (next & !LONG) as usize;
+        // SAFETY: the pool holds this node's list at that offset: its
+        // length, then its successors. Safe to read between decrements:
+        // while one is left to decrement, some sink cannot finish, so the
+        // run cannot end.
         unsafe {
-            shared
-                .successor_pool
-                .load(Ordering::Relaxed)
-                .cast_const()
-                .add(list.inline[0] as usize)
+            let pool = shared.successor_pool.load(Ordering::Relaxed).cast_const();
+            std::slice::from_raw_parts(pool.add(offset + 1), *pool.add(offset) as usize)
         }
     };
-    // A hint only: the address may lie past the array (never read).
-    prefetch_for_write(ptr::from_ref(node).wrapping_add(PREFETCH_AHEAD));
-    let counts = shared.pending.load(Ordering::Relaxed).cast_const();
     let here = worker.index();
     let exclusive = shared.exclusive.load(Ordering::Relaxed);
-    let mut next = None;
-    // Safe to read the pool between decrements: while one is left to
-    // decrement, some sink cannot finish, so the run cannot end.
-    for k in 0..list.len as usize {
-        // SAFETY: `k` is within the node's list; successor indices are in
-        // bounds of the running graph.
-        let index = unsafe { *successors.add(k) } as usize;
-        // SAFETY: as above; the count array has an entry per node.
-        if !pending::arrive(unsafe { &*counts.add(index) }, exclusive) {
+    let mut kept: Option<(usize, Placement, Option<usize>)> = None;
+    for &succ in successors {
+        let succ = succ as usize;
+        // SAFETY: successor indices are in bounds of the running graph.
+        if !pending::arrive(unsafe { count_at(shared, succ) }, exclusive) {
             continue;
         }
         // Ready: the first touch of its node in this run.
         // SAFETY: as above.
-        let succ = unsafe { &*base.add(index) };
-        let affinity = preferred_worker(succ, REPLAY);
-        let local = succ.dispatch == Dispatch::Spawn && affinity.is_none_or(|a| a == here);
+        let placement = unsafe { placement_at(shared, succ) };
+        // SAFETY: as above.
+        let affinity = unsafe { preferred_worker(shared, succ, placement, REPLAY) };
+        let local = placement.dispatch == Dispatch::Spawn && affinity.is_none_or(|a| a == here);
         // Rule 2 keeps the local successor nearest to this node in the
         // graph's storage, the rest go to the deque: the walk follows the
         // memory layout (a grid runs along its rows, a tree down its
         // first children) whatever order the edges were added in.
-        let (job, dispatch, affinity) = match (local, next) {
-            (true, None) => {
-                next = Some(succ);
+        let route = match kept {
+            _ if !local => (succ, placement, affinity),
+            None => {
+                kept = Some((succ, placement, affinity));
                 continue;
             }
             // The one not kept goes where its placement says: a local
             // node may still have affinity for this worker (its mailbox).
-            (true, Some(kept)) if distance(node, succ) < distance(node, kept) => {
-                next = Some(succ);
-                (kept, kept.dispatch, preferred_worker(kept, REPLAY))
+            Some(old) if succ.abs_diff(index) < old.0.abs_diff(index) => {
+                kept = Some((succ, placement, affinity));
+                old
             }
-            (true, Some(_)) => (succ, succ.dispatch, affinity),
-            (false, _) => (succ, succ.dispatch, affinity),
+            Some(_) => (succ, placement, affinity),
         };
-        debug_assert!(dispatch == job.dispatch);
-        route_node(worker.registry(), job, shared, affinity, Some(worker));
+        // SAFETY: `route.0` is ready, and routed once.
+        unsafe {
+            route_node(
+                worker.registry(),
+                shared,
+                route.0,
+                route.1,
+                route.2,
+                Some(worker),
+            )
+        };
     }
-    next
+    kept.map(|(succ, _, _)| succ)
 }
 
 /// `node`'s index in the running graph's storage.
@@ -538,25 +572,71 @@ unsafe fn index_of(shared: &RunShared, node: &Node<'_>) -> usize {
     }
 }
 
-/// `node`'s predecessor count.
+/// Node `index` of the running graph.
 ///
 /// # Safety
-/// As for `index_of`.
+/// `index` is a node of the graph whose run `shared` describes (and so of
+/// each array below, which has an entry per node while the graph runs).
 #[inline(always)]
-unsafe fn count_of<'s>(shared: &'s RunShared, node: &Node<'_>) -> &'s AtomicU32 {
-    // SAFETY: the caller's; the count array has an entry per node.
-    unsafe {
-        &*shared
-            .pending
-            .load(Ordering::Relaxed)
-            .add(index_of(shared, node))
-    }
+unsafe fn node_at(shared: &RunShared, index: usize) -> &'static Node<'static> {
+    // SAFETY: the caller's.
+    unsafe { &*shared.nodes.load(Ordering::Relaxed).add(index) }
 }
 
-/// How far apart two nodes of one graph lie in memory, in bytes.
+/// Node `index`'s link.
+///
+/// # Safety
+/// As for `node_at`.
 #[inline(always)]
-fn distance(a: &Node<'_>, b: &Node<'_>) -> usize {
-    (a as *const Node<'_> as usize).abs_diff(b as *const Node<'_> as usize)
+unsafe fn link_at(shared: &RunShared, index: usize) -> Link {
+    // SAFETY: the caller's.
+    unsafe { *shared.links.load(Ordering::Relaxed).add(index) }
+}
+
+/// Node `index`'s predecessor count.
+///
+/// # Safety
+/// As for `node_at`.
+#[inline(always)]
+unsafe fn count_at(shared: &RunShared, index: usize) -> &AtomicU32 {
+    // SAFETY: the caller's.
+    unsafe { &*shared.pending.load(Ordering::Relaxed).add(index) }
+}
+
+/// Node `index`'s count of unfinished children.
+///
+/// # Safety
+/// As for `node_at`; the run sized the array (`Graph::size_run_arrays`).
+#[inline(always)]
+unsafe fn children_at(shared: &RunShared, index: usize) -> &AtomicU32 {
+    // SAFETY: the caller's.
+    unsafe { &*shared.children.load(Ordering::Relaxed).add(index) }
+}
+
+/// The worker that ran node `index` last.
+///
+/// # Safety
+/// As for `node_at`, in a run that replays (which sized the array).
+#[inline(always)]
+unsafe fn last_worker_at(shared: &RunShared, index: usize) -> &AtomicU16 {
+    // SAFETY: the caller's.
+    unsafe { &*shared.last_worker.load(Ordering::Relaxed).add(index) }
+}
+
+/// Node `index`'s placement: its own if its link says so, else the
+/// default.
+///
+/// # Safety
+/// As for `node_at`.
+#[inline(always)]
+unsafe fn placement_at(shared: &RunShared, index: usize) -> Placement {
+    // SAFETY: the caller's.
+    if unsafe { link_at(shared, index) }.placed() {
+        // SAFETY: a placed node has an entry (`Graph::placement_mut`).
+        unsafe { *shared.placement.load(Ordering::Relaxed).add(index) }
+    } else {
+        Placement::DEFAULT
+    }
 }
 
 /// `Pool::run_graph`: run every node of `graph` once, in dependency order.
@@ -574,6 +654,7 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
             num_workers: registry.num_slots(),
         });
     }
+    graph.size_run_arrays(graph.shared.replay());
     let shared = &*graph.shared;
     // One slot: a 1-thread pool's worker, or a 0-thread pool's guest (one
     // caller at a time); outside callers of a 1-thread pool only wait.
@@ -583,6 +664,18 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
     shared
         .nodes
         .store(graph.nodes.as_ptr().cast_mut().cast(), Ordering::Relaxed);
+    shared
+        .links
+        .store(graph.links.as_ptr().cast_mut(), Ordering::Relaxed);
+    shared
+        .placement
+        .store(graph.placement.as_ptr().cast_mut(), Ordering::Relaxed);
+    shared
+        .last_worker
+        .store(graph.last_worker.as_ptr().cast_mut(), Ordering::Relaxed);
+    shared
+        .children
+        .store(graph.children.as_ptr().cast_mut(), Ordering::Relaxed);
     shared
         .successor_pool
         .store(graph.successor_pool.as_ptr().cast_mut(), Ordering::Relaxed);
@@ -671,12 +764,15 @@ fn start(
     shared
         .latch
         .store(ptr::from_ref(latch).cast_mut(), Ordering::Relaxed);
-    let base = shared.nodes.load(Ordering::Relaxed).cast_const();
     for &r in roots {
-        // SAFETY: root indices are in bounds of the running graph.
-        let root = unsafe { &*base.add(r as usize) };
-        let affinity = preferred_worker(root, shared.replay());
-        route_node(registry, root, shared, affinity, here);
+        let r = r as usize;
+        // SAFETY: root indices are in bounds of the running graph, and a
+        // root is ready, routed once.
+        unsafe {
+            let placement = placement_at(shared, r);
+            let affinity = preferred_worker(shared, r, placement, shared.replay());
+            route_node(registry, shared, r, placement, affinity, here);
+        }
     }
     // SAFETY: the latch lives on the caller's frame until after its wait.
     unsafe { CountLatch::release(latch) };

@@ -1,7 +1,7 @@
 //! The arrays of the last large graph dropped, kept for the next one.
 //!
-//! A graph of a million nodes has a 64 MiB node array, and its counts,
-//! builder lists and edges take another 28 MiB. The system allocator takes
+//! A graph of a million nodes has a 32 MiB node array, and its links,
+//! counts, builder lists and edges take another 40 MiB. The system allocator takes
 //! arrays that large fresh from the kernel and gives them back when they
 //! are freed (glibc maps them above its mmap threshold, or trims them off
 //! the heap's top), so every build of such a graph faults in and zeroes
@@ -21,7 +21,7 @@
 //! `Vec<Node<'a>>` may reuse the array of a `Vec<Node<'b>>`. Every kind is
 //! kept as the empty vector it is, by the same two functions.
 
-use super::node::{Edge, Node, NodeMeta};
+use super::node::{Edge, Link, Node, NodeMeta};
 use parking_lot::Mutex;
 use std::mem::{ManuallyDrop, size_of};
 use std::sync::atomic::AtomicU32;
@@ -64,6 +64,8 @@ static NODES: Mutex<Vec<Node<'static>>> = Mutex::new(Vec::new());
 pub(super) static META: Mutex<Vec<NodeMeta>> = Mutex::new(Vec::new());
 pub(super) static EDGES: Mutex<Vec<Edge>> = Mutex::new(Vec::new());
 pub(super) static COUNTS: Mutex<Vec<AtomicU32>> = Mutex::new(Vec::new());
+pub(super) static CHILDREN: Mutex<Vec<AtomicU32>> = Mutex::new(Vec::new());
+pub(super) static LINKS: Mutex<Vec<Link>> = Mutex::new(Vec::new());
 
 fn is_large<T>(len: usize) -> bool {
     len.saturating_mul(size_of::<T>()) >= MIN_BYTES
