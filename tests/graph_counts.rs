@@ -220,3 +220,50 @@ fn a_grid_grown_between_runs_keeps_its_order() {
         },
     );
 }
+
+/// A node's successor list changes form as it grows (one in its link, two
+/// as a pair, more in the pool made before the next run), here between
+/// runs, after an odd and an even number of them: each successor runs
+/// once a run, after the node, from the run after it was added.
+#[test]
+fn successors_added_between_runs_each_run_once_after_their_node() {
+    on_one_and_two_workers(
+        "successors added between runs each run once after their node",
+        |pool, workers| {
+            let round = AtomicUsize::new(0);
+            let source_runs = AtomicUsize::new(0);
+            let early = AtomicUsize::new(0);
+            let runs: Vec<AtomicUsize> = (0..6).map(|_| AtomicUsize::new(0)).collect();
+            let mut g = Graph::new();
+            let source = g.add(|| {
+                source_runs.fetch_add(1, Ordering::SeqCst);
+            });
+            let mut expected = [0usize; 6];
+            for (k, runs_after) in [1, 2, 1, 2, 3, 2].into_iter().enumerate() {
+                let (round, source_runs, early, ran) = (&round, &source_runs, &early, &runs[k]);
+                let succ = g.add(move || {
+                    // The source ran in this run, before this node.
+                    if source_runs.load(Ordering::SeqCst) != round.load(Ordering::SeqCst) {
+                        early.fetch_add(1, Ordering::SeqCst);
+                    }
+                    ran.fetch_add(1, Ordering::SeqCst);
+                });
+                g.precede(source, succ).unwrap();
+                for _ in 0..runs_after {
+                    round.fetch_add(1, Ordering::SeqCst);
+                    pool.run_graph(&mut g).unwrap();
+                    for e in &mut expected[..=k] {
+                        *e += 1;
+                    }
+                }
+            }
+            let ran: Vec<usize> = runs.iter().map(|r| r.load(Ordering::SeqCst)).collect();
+            assert_eq!(ran, expected, "{workers} workers: runs of each successor");
+            assert_eq!(
+                early.load(Ordering::SeqCst),
+                0,
+                "{workers} workers: ran before the source"
+            );
+        },
+    );
+}

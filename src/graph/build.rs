@@ -6,7 +6,7 @@
 use super::error::GraphError;
 use super::node::{
     BodySlot, DropFn, Edge, LONG, Link, MAX_NODES, NO_AFFINITY, NO_EDGE, NO_WORKER, Node, NodeId,
-    NodeMeta, Placement, RunShared, Subflow, edge_list,
+    NodeMeta, PAIR, Placement, RunShared, Subflow, edge_list,
 };
 use super::order;
 use super::spare;
@@ -76,7 +76,7 @@ pub struct Graph<'a> {
     /// (`refresh_shape`). The number of nodes without successors.
     pub(super) roots: Vec<u32>,
     pub(super) sinks: usize,
-    /// Nodes with more than one successor: their lists go to
+    /// Nodes with more than two successors: their lists go to
     /// `successor_pool` before the next run.
     pub(super) long_lists: Vec<u32>,
     pub(super) shape_dirty: bool,
@@ -91,9 +91,12 @@ pub struct Graph<'a> {
     /// In an `Arc`, not a `Box`: nodes keep raw pointers to it, which a
     /// moved `Box` (a unique pointer) would invalidate.
     pub(super) shared: Arc<RunShared>,
-    /// The successor lists longer than one, end to end, each its length
+    /// The successor lists longer than two, end to end, each its length
     /// and then its successors (`Link::next`).
     pub(super) successor_pool: Vec<u32>,
+    /// The successors of nodes with two, made as the second edge is added
+    /// (a node that gets a third leaves its pair unused).
+    pub(super) pairs: Vec<[u32; 2]>,
     /// Each node's name for trace records (`refresh_shape`), or nothing
     /// if no node has a name.
     pub(super) trace_names: Vec<Option<Arc<str>>>,
@@ -116,6 +119,7 @@ impl Drop for Graph<'_> {
         spare::give_array(&spare::LINKS, std::mem::take(&mut self.links));
         spare::give_array(&spare::COUNTS, std::mem::take(&mut self.pending));
         spare::give_array(&spare::CHILDREN, std::mem::take(&mut self.children));
+        spare::give_array(&spare::PAIRS, std::mem::take(&mut self.pairs));
         spare::give_array(&spare::META, std::mem::take(&mut self.meta));
         spare::give_array(&spare::EDGES, std::mem::take(&mut self.edges));
     }
@@ -170,6 +174,7 @@ impl<'a> Graph<'a> {
             drops: Vec::new(),
             shared: Arc::new(RunShared::new()),
             successor_pool: Vec::new(),
+            pairs: Vec::new(),
             trace_names: Vec::new(),
             order: order::TopoOrder::default(),
         }
@@ -208,6 +213,10 @@ impl<'a> Graph<'a> {
             spare::take_array(&spare::META, nodes).unwrap_or_else(|| Vec::with_capacity(nodes));
         g.edges =
             spare::take_array(&spare::EDGES, edges).unwrap_or_else(|| Vec::with_capacity(edges));
+        // Each pair takes two edges. Room not used is never touched.
+        let pairs = nodes.min(edges / 2);
+        g.pairs =
+            spare::take_array(&spare::PAIRS, pairs).unwrap_or_else(|| Vec::with_capacity(pairs));
         g
     }
 
@@ -276,7 +285,7 @@ impl<'a> Graph<'a> {
         let index = u32::try_from(self.nodes.len())
             .ok()
             .filter(|&i| (i as usize) < MAX_NODES)
-            .expect("a graph holds fewer than 2^31 - 1 nodes");
+            .expect("a graph holds fewer than 2^30 - 1 nodes");
         let (body, call, drop_body) = BodySlot::new(f);
         if let Some(drop_body) = drop_body {
             self.drops.push((index, drop_body));
@@ -284,6 +293,10 @@ impl<'a> Graph<'a> {
         if self.nodes.len() == self.nodes.capacity() {
             self.grow_nodes();
         }
+        // The other per-node arrays grow the same way: into kept arrays.
+        grow_if_full(&mut self.links, &spare::LINKS);
+        grow_if_full(&mut self.pending, &spare::COUNTS);
+        grow_if_full(&mut self.meta, &spare::META);
         // Nodes are written in order, two to a line: ask for the line of a
         // node a few adds on (its write would otherwise wait for it).
         prefetch_for_write(
@@ -391,11 +404,11 @@ impl<'a> Graph<'a> {
         {
             return Err(self.cycle_error(&path, b));
         }
-        // Below 2^31 edges, no in-degree reaches `PLACED`.
+        // Below 2^30 edges, no in-degree reaches `PLACED`.
         let edge = u32::try_from(self.edges.len())
             .ok()
             .filter(|&e| (e as usize) < MAX_NODES)
-            .expect("a graph holds fewer than 2^31 - 1 edges");
+            .expect("a graph holds fewer than 2^30 - 1 edges");
         // Through local slices: a store into one array then does not make
         // the compiler reload the others' pointers and lengths.
         let meta = &mut self.meta[..n];
@@ -404,6 +417,7 @@ impl<'a> Graph<'a> {
         meta[b].first_pred = edge;
         meta[a].successors += 1;
         let successors = meta[a].successors;
+        grow_if_full(&mut self.edges, &spare::EDGES);
         self.edges.push(Edge {
             from: a as u32,
             to: b as u32,
@@ -411,14 +425,23 @@ impl<'a> Graph<'a> {
             next_pred,
         });
         let links = &mut self.links[..n];
-        // The run's successors: a single one in the link, more made from
-        // the edge list, in the order they were added, before the next run.
+        // The run's successors, in the order they were added: a single
+        // one in the link, two in a pair, more made from the edge list
+        // before the next run.
         match successors {
             1 => {
                 self.sinks -= 1;
                 links[a].next = b as u32;
             }
-            2 => self.long_lists.push(a as u32),
+            2 => {
+                // Below `MAX_NODES`: a pair takes two of the edges, which
+                // stay below it.
+                grow_if_full(&mut self.pairs, &spare::PAIRS);
+                let pair = self.pairs.len() as u32;
+                self.pairs.push([links[a].next, b as u32]);
+                links[a].next = LONG | PAIR | pair;
+            }
+            3 => self.long_lists.push(a as u32),
             _ => {}
         }
         links[b].degree += 1;
@@ -603,7 +626,7 @@ impl<'a> Graph<'a> {
             let offset = self.successor_pool.len();
             assert!(
                 offset < MAX_NODES,
-                "a graph's successor lists hold fewer than 2^31 - 1 entries"
+                "a graph's successor lists hold fewer than 2^30 - 1 entries"
             );
             self.successor_pool.push(meta.successors);
             self.successor_pool
@@ -670,5 +693,30 @@ impl<'a> Graph<'a> {
         }
         self.links[i].degree |= super::node::PLACED;
         &mut self.placement[i]
+    }
+}
+
+/// Room for one more element in `array` if it is full: doubling, as a
+/// vector grows, but into the kept array of a dropped graph (`spare.rs`)
+/// when one is large enough. A graph built without a size hint otherwise
+/// copies each large array into fresh memory as it grows, and faults its
+/// pages in again (a 1024 x 1024 grid: a fifth of its build).
+#[inline(always)]
+fn grow_if_full<T>(array: &mut Vec<T>, slot: &parking_lot::Mutex<Vec<T>>) {
+    if array.len() == array.capacity() {
+        grow(array, slot);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn grow<T>(array: &mut Vec<T>, slot: &parking_lot::Mutex<Vec<T>>) {
+    let wanted = (array.capacity() * 2).max(4);
+    match spare::take_array(slot, wanted) {
+        Some(mut kept) => {
+            kept.append(array);
+            *array = kept;
+        }
+        None => array.reserve(1),
     }
 }

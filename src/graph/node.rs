@@ -1,7 +1,8 @@
-//! A graph's storage as a run sees it: the nodes (one cache line each,
-//! with their body inline when it is small), the builder's edge lists, the
-//! run state every node points at (`RunShared`), and the `Subflow` a body
-//! gets.
+//! A graph's storage as a run sees it: the nodes (32 bytes each, with
+//! their body inline when it is small), the links beside them (in-degree
+//! and successors, 8 bytes each), the placements, the builder's edge
+//! lists, the run state every node points at (`RunShared`), and the
+//! `Subflow` a body gets.
 //!
 //! Bodies: a node's body is stored inside the node when it is small.
 //!
@@ -14,7 +15,11 @@
 //! Invariants: `BodySlot` holds exactly the value its `CallFn`/`DropFn`
 //! were made for; it is dropped exactly once, by the graph, through its
 //! `DropFn`; calls never overlap (a node runs once per run, runs do not
-//! overlap).
+//! overlap). Every array beside the nodes (links, counts, and while a run
+//! uses them children and last workers) has an entry per node; the
+//! placement array has one for every node whose link says `PLACED`; node
+//! indices, pair numbers and pool offsets stay below 2^30 - 1, so `LONG`,
+//! `PAIR` and `PLACED` never collide with a value.
 
 use crate::cancel::CancelTarget;
 use crate::platform::latch::{CountLatch, LockLatch};
@@ -145,21 +150,24 @@ pub(crate) struct Link {
     /// placement of its own in `Graph::placement`.
     pub(super) degree: u32,
     /// `NO_SUCCESSOR` for a sink; the successor's index for a node with
-    /// one; for more, `LONG | offset` of the list in the successor pool,
-    /// which holds its length and then the successors (made before the
-    /// first run after a change of shape).
+    /// one; `LONG | PAIR | k` for a node with two, in `Graph::pairs[k]`
+    /// (made as the second edge is added); for more, `LONG | offset` of
+    /// the list in the successor pool, which holds its length and then the
+    /// successors (made before the first run after a change of shape).
     pub(super) next: u32,
 }
 
 /// In `Link::degree`: read the node's placement.
 pub(super) const PLACED: u32 = 1 << 31;
-/// In `Link::next`: the successors are in the pool, at the offset below.
+/// In `Link::next`: the successors are not inline; with `PAIR` they are
+/// the pair below, else in the pool at the offset below.
 pub(super) const LONG: u32 = 1 << 31;
+pub(super) const PAIR: u32 = 1 << 30;
 /// `Link::next` of a sink.
 pub(super) const NO_SUCCESSOR: u32 = u32::MAX;
-/// Node indices stay below this, so a successor index never looks like a
-/// pool offset.
-pub(super) const MAX_NODES: usize = LONG as usize - 1;
+/// Node indices, pair numbers and pool offsets stay below this, so none
+/// looks like another or like `NO_SUCCESSOR`.
+pub(super) const MAX_NODES: usize = PAIR as usize - 1;
 
 impl Link {
     /// A node without edges or placement.
@@ -262,6 +270,7 @@ pub(crate) struct RunShared {
     /// The body plus the children it spawned that have not finished, per
     /// node; only used once the body spawns.
     pub(super) children: AtomicPtr<AtomicU32>,
+    pub(super) pairs: AtomicPtr<[u32; 2]>,
     pub(super) successor_pool: AtomicPtr<u32>,
     /// The nodes' predecessor counts, one per node (`pending.rs`).
     pub(super) pending: AtomicPtr<AtomicU32>,
@@ -293,6 +302,7 @@ impl RunShared {
             placement: AtomicPtr::new(ptr::null_mut()),
             last_worker: AtomicPtr::new(ptr::null_mut()),
             children: AtomicPtr::new(ptr::null_mut()),
+            pairs: AtomicPtr::new(ptr::null_mut()),
             successor_pool: AtomicPtr::new(ptr::null_mut()),
             pending: AtomicPtr::new(ptr::null_mut()),
             names: AtomicPtr::new(ptr::null_mut()),

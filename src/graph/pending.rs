@@ -1,11 +1,11 @@
 //! The run's predecessor counts: one `u32` per node, in an array of their
-//! own, apart from the 64-byte nodes.
+//! own, apart from the nodes and their links.
 //!
 //! A finishing node decrements each successor's count. Kept in the nodes,
 //! that touched a successor's whole cache line long before the successor
 //! ran: a grid walked along its rows counted down the next row, one line
 //! per node, and dirtied every line, so each run wrote the whole node
-//! array back. Sixteen counts share a line here: a 1024-wide grid counts
+//! array back (when nodes were 64-byte lines). Sixteen counts share a line here: a 1024-wide grid counts
 //! down the next row within 4 KiB, and the nodes are only read. (A 1024 x
 //! 1024 wavefront with its edges added down-first: on one worker 8.0 ->
 //! 7.1 ns a node, on two 12 -> 4.7.)

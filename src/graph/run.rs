@@ -23,7 +23,7 @@
 use super::build::Graph;
 use super::error::GraphError;
 use super::node::{
-    LONG, Link, NO_AFFINITY, NO_SUCCESSOR, NO_WORKER, Node, Placement, RunShared, Subflow,
+    LONG, Link, NO_AFFINITY, NO_SUCCESSOR, NO_WORKER, Node, PAIR, Placement, RunShared, Subflow,
 };
 use super::pending;
 use crate::observe::stats::Rule;
@@ -495,9 +495,18 @@ unsafe fn complete<const REPLAY: bool>(
             return Some(next as usize);
         }
     }
-    let one = [next];
+    let pair;
     let successors: &[u32] = if next & LONG == 0 {
-        &one
+        std::slice::from_ref(&next)
+    } else if next & PAIR != 0 {
+        // SAFETY: the pairs array holds this node's pair at that index.
+        pair = unsafe {
+            *shared
+                .pairs
+                .load(Ordering::Relaxed)
+                .add((next & !(LONG | PAIR)) as usize)
+        };
+        &pair
     } else {
         let offset = (next & !LONG) as usize;
         // SAFETY: the pool holds this node's list at that offset: its
@@ -676,6 +685,9 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
     shared
         .children
         .store(graph.children.as_ptr().cast_mut(), Ordering::Relaxed);
+    shared
+        .pairs
+        .store(graph.pairs.as_ptr().cast_mut(), Ordering::Relaxed);
     shared
         .successor_pool
         .store(graph.successor_pool.as_ptr().cast_mut(), Ordering::Relaxed);

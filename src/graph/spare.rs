@@ -66,6 +66,7 @@ pub(super) static EDGES: Mutex<Vec<Edge>> = Mutex::new(Vec::new());
 pub(super) static COUNTS: Mutex<Vec<AtomicU32>> = Mutex::new(Vec::new());
 pub(super) static CHILDREN: Mutex<Vec<AtomicU32>> = Mutex::new(Vec::new());
 pub(super) static LINKS: Mutex<Vec<Link>> = Mutex::new(Vec::new());
+pub(super) static PAIRS: Mutex<Vec<[u32; 2]>> = Mutex::new(Vec::new());
 
 fn is_large<T>(len: usize) -> bool {
     len.saturating_mul(size_of::<T>()) >= MIN_BYTES
