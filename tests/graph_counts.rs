@@ -267,3 +267,75 @@ fn successors_added_between_runs_each_run_once_after_their_node() {
         },
     );
 }
+
+/// A node's count holds its children while it runs, and the last child
+/// restores it: a joining node (three predecessors) and a root that spawn
+/// children and grandchildren, run again and again, still wait for every
+/// predecessor each run, and their successor for every child.
+#[test]
+fn nodes_that_spawn_keep_their_counts_whole_run_after_run() {
+    on_one_and_two_workers(
+        "nodes that spawn keep their counts whole run after run",
+        |pool, workers| {
+            let round = AtomicUsize::new(0);
+            let before = AtomicUsize::new(0);
+            let children = AtomicUsize::new(0);
+            let wrong = AtomicUsize::new(0);
+            let last = AtomicUsize::new(0);
+            let mut g = Graph::new();
+            let (round_ref, before_ref, children_ref, wrong_ref) =
+                (&round, &before, &children, &wrong);
+            let root = g.add_subflow(move |sf| spawn_three(sf, children_ref));
+            let preds: Vec<NodeId> = (0..3)
+                .map(|_| {
+                    g.add(move || {
+                        before_ref.fetch_add(1, Ordering::SeqCst);
+                    })
+                })
+                .collect();
+            let join = g.add_subflow(move |sf| {
+                // Every predecessor of this run came first.
+                if before_ref.load(Ordering::SeqCst) != 3 * round_ref.load(Ordering::SeqCst) {
+                    wrong_ref.fetch_add(1, Ordering::SeqCst);
+                }
+                spawn_three(sf, children_ref);
+            });
+            let last_ref = &last;
+            let after = g.add(move || {
+                // Both spawners' children and grandchildren of this run.
+                if children_ref.load(Ordering::SeqCst) != 12 * round_ref.load(Ordering::SeqCst) {
+                    wrong_ref.fetch_add(1, Ordering::SeqCst);
+                }
+                last_ref.fetch_add(1, Ordering::SeqCst);
+            });
+            for &p in &preds {
+                g.precede(p, join).unwrap();
+            }
+            g.precede(root, after).unwrap();
+            g.precede(join, after).unwrap();
+            for run in 1..=7 {
+                round.store(run, Ordering::SeqCst);
+                pool.run_graph(&mut g).unwrap();
+            }
+            assert_eq!(last.load(Ordering::SeqCst), 7, "{workers} workers");
+            assert_eq!(children.load(Ordering::SeqCst), 7 * 12, "{workers} workers");
+            assert_eq!(
+                wrong.load(Ordering::SeqCst),
+                0,
+                "{workers} workers: out of order"
+            );
+        },
+    );
+}
+
+/// Spawn three children, each with a child of its own, counting them.
+fn spawn_three<'a>(sf: &mut sixfold::Subflow<'_, 'a>, children: &'a AtomicUsize) {
+    for _ in 0..3 {
+        sf.spawn(move |sf| {
+            children.fetch_add(1, Ordering::SeqCst);
+            sf.spawn(move |_| {
+                children.fetch_add(1, Ordering::SeqCst);
+            });
+        });
+    }
+}

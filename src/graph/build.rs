@@ -65,9 +65,6 @@ pub struct Graph<'a> {
     /// The worker that ran each node last (`NO_WORKER`: none yet), for
     /// affinity replay; sized when a run replays.
     pub(super) last_worker: Vec<AtomicU16>,
-    /// Each node's count of unfinished children (`Subflow`), sized before
-    /// a run.
-    pub(super) children: Vec<AtomicU32>,
     /// Each node's predecessor count for the run (`pending.rs`).
     pub(super) pending: Vec<AtomicU32>,
     pub(super) meta: Vec<NodeMeta>,
@@ -118,7 +115,6 @@ impl Drop for Graph<'_> {
         spare::give(std::mem::take(&mut self.nodes));
         spare::give_array(&spare::LINKS, std::mem::take(&mut self.links));
         spare::give_array(&spare::COUNTS, std::mem::take(&mut self.pending));
-        spare::give_array(&spare::CHILDREN, std::mem::take(&mut self.children));
         spare::give_array(&spare::PAIRS, std::mem::take(&mut self.pairs));
         spare::give_array(&spare::META, std::mem::take(&mut self.meta));
         spare::give_array(&spare::EDGES, std::mem::take(&mut self.edges));
@@ -160,7 +156,6 @@ impl<'a> Graph<'a> {
             links: Vec::new(),
             placement: Vec::new(),
             last_worker: Vec::new(),
-            children: Vec::new(),
             pending: Vec::new(),
             meta: Vec::new(),
             edges: Vec::new(),
@@ -655,22 +650,10 @@ impl<'a> Graph<'a> {
         self.shape_dirty = false;
     }
 
-    /// Size the arrays a run may use beside the nodes: the children counts
-    /// always, the last workers if the run replays. Warm runs find them
-    /// sized and allocate nothing.
+    /// Size the last workers' array if the run replays. Warm runs find
+    /// it sized and allocate nothing.
     pub(super) fn size_run_arrays(&mut self, replay: bool) {
         let n = self.nodes.len();
-        if self.children.len() < n {
-            if self.children.capacity() < n
-                && let Some(kept) = spare::take_array(&spare::CHILDREN, n)
-            {
-                spare::give_array(
-                    &spare::CHILDREN,
-                    std::mem::replace(&mut self.children, kept),
-                );
-            }
-            self.children.resize_with(n, || AtomicU32::new(0));
-        }
         if replay && self.last_worker.len() < n {
             self.last_worker
                 .resize_with(n, || AtomicU16::new(NO_WORKER));

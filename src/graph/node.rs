@@ -16,7 +16,7 @@
 //! were made for; it is dropped exactly once, by the graph, through its
 //! `DropFn`; calls never overlap (a node runs once per run, runs do not
 //! overlap). Every array beside the nodes (links, counts, and while a run
-//! uses them children and last workers) has an entry per node; the
+//! uses them last workers) has an entry per node; the
 //! placement array has one for every node whose link says `PLACED`; node
 //! indices, pair numbers and pool offsets stay below 2^30 - 1, so `LONG`,
 //! `PAIR` and `PLACED` never collide with a value.
@@ -120,7 +120,7 @@ pub(super) const NO_AFFINITY: u32 = u32::MAX;
 /// graph's storage. Everything else a run needs of a node lives in arrays
 /// of its own, indexed by the node's position: its `Link` (eight bytes,
 /// read to hand work on), its count (`pending.rs`), and, only for the
-/// nodes that use them, its placement, its last worker and its children.
+/// nodes that use them, its placement and its last worker.
 /// (Names, predecessors and the builder's lists live in `NodeMeta`: a run
 /// never reads them.)
 ///
@@ -267,9 +267,6 @@ pub(crate) struct RunShared {
     pub(super) links: AtomicPtr<Link>,
     pub(super) placement: AtomicPtr<Placement>,
     pub(super) last_worker: AtomicPtr<AtomicU16>,
-    /// The body plus the children it spawned that have not finished, per
-    /// node; only used once the body spawns.
-    pub(super) children: AtomicPtr<AtomicU32>,
     pub(super) pairs: AtomicPtr<[u32; 2]>,
     pub(super) successor_pool: AtomicPtr<u32>,
     /// The nodes' predecessor counts, one per node (`pending.rs`).
@@ -301,7 +298,6 @@ impl RunShared {
             links: AtomicPtr::new(ptr::null_mut()),
             placement: AtomicPtr::new(ptr::null_mut()),
             last_worker: AtomicPtr::new(ptr::null_mut()),
-            children: AtomicPtr::new(ptr::null_mut()),
             pairs: AtomicPtr::new(ptr::null_mut()),
             successor_pool: AtomicPtr::new(ptr::null_mut()),
             pending: AtomicPtr::new(ptr::null_mut()),
@@ -375,7 +371,8 @@ impl CancelTarget for RunShared {
 /// ```
 pub struct Subflow<'s, 'a> {
     pub(super) node: &'s Node<'a>,
-    /// The node's count of unfinished children (`Graph::children`).
+    /// The body plus the children it spawned that have not finished: the
+    /// node's predecessor count, unused while the node runs (`pending.rs`).
     pub(super) children: &'s AtomicU32,
     pub(super) worker: &'s WorkerThread,
     /// The node's body (which holds no unit of `children` until it first

@@ -20,10 +20,18 @@
 //! it when it starts (`needs_reset`): by then every predecessor is done
 //! with it, and the next run's decrements come after this run ends.
 //!
+//! From the node's start until it completes, its count is free, and a
+//! body that spawns children counts them in it (`Subflow`): the body's
+//! unit and one a child, the last to finish completes the node. That one
+//! restores the count to the in-degree before it touches a successor, so
+//! the next run still finds it whole, and a graph needs no array of
+//! children counts (nor zeroes one before its first run).
+//!
 //! Invariants: between runs every count equals its node's in-degree; a
 //! count is decremented only by its node's predecessors, once each per
-//! run; `tests/loom_pending.rs` checks that exactly one arrival sees the
-//! node ready, after every other predecessor's writes.
+//! run, and by its node's children while it runs; `tests/loom_pending.rs`
+//! checks that exactly one arrival sees the node ready, after every other
+//! predecessor's writes.
 
 /// The atomic a count is kept in: std's, or loom's in the models.
 pub(crate) trait Count {

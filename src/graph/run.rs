@@ -133,8 +133,9 @@ where
         let shared = unsafe { node.shared.as_ref() };
         // SAFETY: `node` is a node of the running graph.
         let index = unsafe { index_of(shared, node) };
-        // SAFETY: as above; the run sized the children array.
-        let children = unsafe { children_at(shared, index) };
+        // The node's count holds its children while it runs.
+        // SAFETY: as above.
+        let children = unsafe { count_at(shared, index) };
         if shared.is_cancelled() {
             drop(f);
         } else {
@@ -153,6 +154,8 @@ where
             let mut sinks = 0;
             // SAFETY: as above.
             let link = unsafe { link_at(shared, index) };
+            // Ready for the next run (`pending.rs`).
+            children.store(link.in_degree(), Ordering::Relaxed);
             let succ = if shared.replay() {
                 // SAFETY: the last unit of the node: it completes now, once.
                 unsafe { complete::<true>(index, link, shared, worker, &mut sinks) }
@@ -423,8 +426,8 @@ unsafe fn run_node<const REPLAY: bool>(
     if !shared.is_cancelled() {
         let mut subflow = Subflow {
             node,
-            // SAFETY: as above; the run sized the array.
-            children: unsafe { children_at(shared, index) },
+            // SAFETY: as above.
+            children: unsafe { count_at(shared, index) },
             worker,
             is_body: true,
             spawned: false,
@@ -438,10 +441,15 @@ unsafe fn run_node<const REPLAY: bool>(
         }
         spawned = subflow.spawned;
     }
-    // SAFETY: as above.
-    if spawned && unsafe { children_at(shared, index) }.fetch_sub(1, Ordering::AcqRel) != 1 {
-        // The last child completes the node.
-        return None;
+    if spawned {
+        // SAFETY: as above.
+        let children = unsafe { count_at(shared, index) };
+        if children.fetch_sub(1, Ordering::AcqRel) != 1 {
+            // The last child completes the node.
+            return None;
+        }
+        // Ready for the next run (`pending.rs`).
+        children.store(link.in_degree(), Ordering::Relaxed);
     }
     // SAFETY: the node's body and children are done: it completes once.
     unsafe { complete::<REPLAY>(index, link, shared, worker, sinks) }
@@ -612,16 +620,6 @@ unsafe fn count_at(shared: &RunShared, index: usize) -> &AtomicU32 {
     unsafe { &*shared.pending.load(Ordering::Relaxed).add(index) }
 }
 
-/// Node `index`'s count of unfinished children.
-///
-/// # Safety
-/// As for `node_at`; the run sized the array (`Graph::size_run_arrays`).
-#[inline(always)]
-unsafe fn children_at(shared: &RunShared, index: usize) -> &AtomicU32 {
-    // SAFETY: the caller's.
-    unsafe { &*shared.children.load(Ordering::Relaxed).add(index) }
-}
-
 /// The worker that ran node `index` last.
 ///
 /// # Safety
@@ -682,9 +680,6 @@ pub(crate) fn run_graph(registry: &Arc<Registry>, graph: &mut Graph<'_>) -> Resu
     shared
         .last_worker
         .store(graph.last_worker.as_ptr().cast_mut(), Ordering::Relaxed);
-    shared
-        .children
-        .store(graph.children.as_ptr().cast_mut(), Ordering::Relaxed);
     shared
         .pairs
         .store(graph.pairs.as_ptr().cast_mut(), Ordering::Relaxed);

@@ -64,7 +64,6 @@ static NODES: Mutex<Vec<Node<'static>>> = Mutex::new(Vec::new());
 pub(super) static META: Mutex<Vec<NodeMeta>> = Mutex::new(Vec::new());
 pub(super) static EDGES: Mutex<Vec<Edge>> = Mutex::new(Vec::new());
 pub(super) static COUNTS: Mutex<Vec<AtomicU32>> = Mutex::new(Vec::new());
-pub(super) static CHILDREN: Mutex<Vec<AtomicU32>> = Mutex::new(Vec::new());
 pub(super) static LINKS: Mutex<Vec<Link>> = Mutex::new(Vec::new());
 pub(super) static PAIRS: Mutex<Vec<[u32; 2]>> = Mutex::new(Vec::new());
 
