@@ -10,15 +10,20 @@
 //! Invariants kept here (the builder): `in_degree` is the number of
 //! distinct predecessors and, between runs, every node's count in the
 //! pending array equals it (a node resets its own count when it starts,
-//! and every node starts once per run, skipped or not); edges never close
+//! or its last child does, and every node starts once per run, skipped or
+//! not); edges never close
 //! a cycle (checked when added, see `order.rs`); duplicate edges are
 //! dropped; a node's run
 //! successor list keeps the order its edges were added in. The builder keeps
 //! its edges in one flat array, threaded into per-node successor and
 //! predecessor lists, so adding a node or an edge allocates nothing of its
-//! own; the run's compact successor lists are made from it before the
-//! first run after a change.
+//! own; the run's compact successor lists (a pair as its second edge is
+//! added, longer lists in the pool) are made before the first run after a
+//! change. Where things live: `build.rs` and `placement.rs` (the builder),
+//! `node.rs` (the storage), `run.rs` (the walk), `subflow.rs` (children),
+//! `access.rs` (a node's parts by index), `pending.rs` (the counts).
 
+mod access;
 mod build;
 mod dot;
 mod error;
@@ -28,6 +33,7 @@ pub(crate) mod pending;
 mod placement;
 mod run;
 mod spare;
+mod subflow;
 
 pub use build::Graph;
 pub use error::GraphError;

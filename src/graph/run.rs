@@ -17,9 +17,10 @@
 //!
 //! Invariants: nothing here touches graph memory after its last decrement
 //! of a successor's count, or after releasing the latch (the run may be
-//! over and the graph freed at once); a node's `children` count is used
-//! only once its body spawned.
+//! over and the graph freed at once). Children spawned through a
+//! `Subflow` (`subflow.rs`) complete their node when the last one ends.
 
+use super::access::{count_at, index_of, last_worker_at, link_at, node_at, placement_at};
 use super::build::Graph;
 use super::error::GraphError;
 use super::node::{
@@ -38,146 +39,7 @@ use crate::worker::thread::WorkerThread;
 use crate::worker::thread::{JobRef, Next};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
-
-/// The state of the run in progress, shared by the graph's nodes. One per
-/// graph, reused by every run.
-impl<'a> Subflow<'_, 'a> {
-    /// Run `f` as a child of this node, on this worker's deque (so idle
-    /// workers may steal it). The node's successors start only after every
-    /// child, and every child's children, finished. A panic in a child
-    /// cancels the rest of the run and is resumed by `run_graph`.
-    ///
-    /// ```
-    /// use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
-    /// let data: &[u64] = &(1..=1000).collect::<Vec<_>>();
-    /// let total = &AtomicU64::new(0);
-    /// let mut reported = 0;
-    /// let mut g = sixfold::Graph::new();
-    /// let sum = g.add_subflow(move |sf| {
-    ///     for chunk in data.chunks(100) {
-    ///         sf.spawn(move |_| { total.fetch_add(chunk.iter().sum(), Relaxed); });
-    ///     }
-    /// });
-    /// let report = g.add(|| reported = total.load(Relaxed));
-    /// g.precede(sum, report).unwrap();
-    /// pool.run_graph(&mut g).unwrap();
-    /// drop(g);
-    /// assert_eq!(reported, 500_500); // every child finished before `report`
-    /// ```
-    pub fn spawn<F>(&mut self, f: F)
-    where
-        F: FnOnce(&mut Subflow<'_, 'a>) + Send + 'a,
-    {
-        if self.is_body && !self.spawned {
-            // The body's own unit plus this child's. Nothing else touches
-            // the count until the child is pushed below.
-            self.children.store(2, Ordering::Relaxed);
-        } else {
-            // We hold a unit, so the count cannot reach zero meanwhile.
-            self.children.fetch_add(1, Ordering::Relaxed);
-        }
-        self.spawned = true;
-        let job = Box::new(ChildJob {
-            node: NonNull::from(self.node),
-            f,
-        });
-        // SAFETY: the box is leaked into the job, which frees it when it
-        // runs (once); the node outlives the job because `run_graph` waits
-        // for the node, which waits for this child.
-        let job_ref = unsafe {
-            JobRef::new(
-                NonNull::from(Box::leak(job)).cast(),
-                ChildJob::<'a, F>::execute,
-                self.worker.region(),
-            )
-        };
-        self.worker.push(job_ref);
-    }
-
-    /// The index of the worker running this body.
-    ///
-    /// ```
-    /// # let pool = sixfold::Pool::builder().num_threads(2).build().unwrap();
-    /// let mut seen = None;
-    /// let mut g = sixfold::Graph::new();
-    /// let node = g.add_subflow(|sf| seen = Some((sf.worker_index(), sixfold::current_worker())));
-    /// g.set_strict_affinity(node, 1).unwrap(); // on worker 1 and nowhere else
-    /// pool.run_graph(&mut g).unwrap();
-    /// drop(g);
-    /// assert_eq!(seen, Some((1, Some(1))));
-    /// ```
-    pub fn worker_index(&self) -> usize {
-        self.worker.index()
-    }
-}
-
-/// A child spawned through a `Subflow`.
-struct ChildJob<'a, F> {
-    node: NonNull<Node<'a>>,
-    f: F,
-}
-
-impl<'a, F> ChildJob<'a, F>
-where
-    F: FnOnce(&mut Subflow<'_, 'a>) + Send + 'a,
-{
-    unsafe fn execute(this: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
-        // SAFETY: made by `Subflow::spawn` from a leaked box; run once,
-        // before `run_graph` returns, so while `'a` is alive.
-        let ChildJob { node, f } = *unsafe { Box::from_raw(this.cast::<Self>().as_ptr()) };
-        // SAFETY: the node lives until the run ends, which waits for us.
-        let node = unsafe { node.as_ref() };
-        // SAFETY: the run state outlives the graph's nodes.
-        let shared = unsafe { node.shared.as_ref() };
-        // SAFETY: `node` is a node of the running graph.
-        let index = unsafe { index_of(shared, node) };
-        // The node's count holds its children while it runs.
-        // SAFETY: as above.
-        let children = unsafe { count_at(shared, index) };
-        if shared.is_cancelled() {
-            drop(f);
-        } else {
-            let mut subflow = Subflow {
-                node,
-                children,
-                worker,
-                is_body: false,
-                spawned: false,
-            };
-            if let Err(payload) = unwind::halt_unwinding(|| f(&mut subflow)) {
-                shared.record_panic(payload);
-            }
-        }
-        if children.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let mut sinks = 0;
-            // SAFETY: as above.
-            let link = unsafe { link_at(shared, index) };
-            // Ready for the next run (`pending.rs`).
-            children.store(link.in_degree(), Ordering::Relaxed);
-            let succ = if shared.replay() {
-                // SAFETY: the last unit of the node: it completes now, once.
-                unsafe { complete::<true>(index, link, shared, worker, &mut sinks) }
-            } else {
-                // SAFETY: as above.
-                unsafe { complete::<false>(index, link, shared, worker, &mut sinks) }
-            };
-            // Made before the release below: the run may end at once.
-            // SAFETY: the successor is a node of the running graph.
-            let next = succ.map(|succ| Next {
-                job: node_job(unsafe { node_at(shared, succ) }, shared.region()),
-                rule: Rule::Successor,
-            });
-            // SAFETY: `sinks` counts the sink this was, if it was one, and
-            // nothing of the run is touched after.
-            unsafe { release_sinks(shared, sinks) };
-            next
-        } else {
-            None
-        }
-    }
-}
+use std::sync::atomic::Ordering;
 
 /// Where node `index` should run: its own affinity, else with replay on
 /// the worker that ran it last, else anywhere.
@@ -235,7 +97,7 @@ unsafe fn route_node(
 
 /// The job of a ready node of a run in isolation region `region`.
 #[inline]
-fn node_job(node: &Node<'_>, region: Region) -> JobRef {
+pub(super) fn node_job(node: &Node<'_>, region: Region) -> JobRef {
     // SAFETY: the node lives until the run ends; it is ready, so exactly
     // one job for it exists in this run.
     unsafe { JobRef::new(NonNull::from(node).cast(), execute_node, region) }
@@ -314,7 +176,7 @@ unsafe fn node_of(job: &JobRef) -> &'static Node<'static> {
 /// The caller ran those sinks and released none of them, and touches
 /// nothing of the run after: the last release ends it.
 #[inline]
-unsafe fn release_sinks(shared: &RunShared, sinks: usize) {
+pub(super) unsafe fn release_sinks(shared: &RunShared, sinks: usize) {
     if sinks > 0 {
         let latch = shared.latch.load(Ordering::Relaxed);
         // SAFETY: the latch lives on the caller's frame until its count,
@@ -477,7 +339,7 @@ const PREFETCH_AHEAD: usize = 64;
 /// Called once per node and run, when its body and children are done;
 /// `link` is its link; `shared` is the run state of its graph.
 #[inline(always)]
-unsafe fn complete<const REPLAY: bool>(
+pub(super) unsafe fn complete<const REPLAY: bool>(
     index: usize,
     link: Link,
     shared: &RunShared,
@@ -572,78 +434,6 @@ unsafe fn complete<const REPLAY: bool>(
         };
     }
     kept.map(|(succ, _, _)| succ)
-}
-
-/// `node`'s index in the running graph's storage.
-///
-/// # Safety
-/// `node` is a node of the graph whose run `shared` describes.
-#[inline(always)]
-unsafe fn index_of(shared: &RunShared, node: &Node<'_>) -> usize {
-    let base = shared.nodes.load(Ordering::Relaxed).cast_const();
-    // SAFETY: `node` lies in the node array at `base`.
-    unsafe {
-        ptr::from_ref(node)
-            .cast::<Node<'static>>()
-            .offset_from(base) as usize
-    }
-}
-
-/// Node `index` of the running graph.
-///
-/// # Safety
-/// `index` is a node of the graph whose run `shared` describes (and so of
-/// each array below, which has an entry per node while the graph runs).
-#[inline(always)]
-unsafe fn node_at(shared: &RunShared, index: usize) -> &'static Node<'static> {
-    // SAFETY: the caller's.
-    unsafe { &*shared.nodes.load(Ordering::Relaxed).add(index) }
-}
-
-/// Node `index`'s link.
-///
-/// # Safety
-/// As for `node_at`.
-#[inline(always)]
-unsafe fn link_at(shared: &RunShared, index: usize) -> Link {
-    // SAFETY: the caller's.
-    unsafe { *shared.links.load(Ordering::Relaxed).add(index) }
-}
-
-/// Node `index`'s predecessor count.
-///
-/// # Safety
-/// As for `node_at`.
-#[inline(always)]
-unsafe fn count_at(shared: &RunShared, index: usize) -> &AtomicU32 {
-    // SAFETY: the caller's.
-    unsafe { &*shared.pending.load(Ordering::Relaxed).add(index) }
-}
-
-/// The worker that ran node `index` last.
-///
-/// # Safety
-/// As for `node_at`, in a run that replays (which sized the array).
-#[inline(always)]
-unsafe fn last_worker_at(shared: &RunShared, index: usize) -> &AtomicU16 {
-    // SAFETY: the caller's.
-    unsafe { &*shared.last_worker.load(Ordering::Relaxed).add(index) }
-}
-
-/// Node `index`'s placement: its own if its link says so, else the
-/// default.
-///
-/// # Safety
-/// As for `node_at`.
-#[inline(always)]
-unsafe fn placement_at(shared: &RunShared, index: usize) -> Placement {
-    // SAFETY: the caller's.
-    if unsafe { link_at(shared, index) }.placed() {
-        // SAFETY: a placed node has an entry (`Graph::placement_mut`).
-        unsafe { *shared.placement.load(Ordering::Relaxed).add(index) }
-    } else {
-        Placement::DEFAULT
-    }
 }
 
 /// `Pool::run_graph`: run every node of `graph` once, in dependency order.
