@@ -289,9 +289,9 @@ impl<'a> Graph<'a> {
             self.grow_nodes();
         }
         // The other per-node arrays grow the same way: into kept arrays.
-        grow_if_full(&mut self.links, &spare::LINKS);
-        grow_if_full(&mut self.pending, &spare::COUNTS);
-        grow_if_full(&mut self.meta, &spare::META);
+        spare::grow_if_full(&mut self.links, &spare::LINKS);
+        spare::grow_if_full(&mut self.pending, &spare::COUNTS);
+        spare::grow_if_full(&mut self.meta, &spare::META);
         // Nodes are written in order, two to a line: ask for the line of a
         // node a few adds on (its write would otherwise wait for it).
         prefetch_for_write(
@@ -412,7 +412,7 @@ impl<'a> Graph<'a> {
         meta[b].first_pred = edge;
         meta[a].successors += 1;
         let successors = meta[a].successors;
-        grow_if_full(&mut self.edges, &spare::EDGES);
+        spare::grow_if_full(&mut self.edges, &spare::EDGES);
         self.edges.push(Edge {
             from: a as u32,
             to: b as u32,
@@ -431,7 +431,7 @@ impl<'a> Graph<'a> {
             2 => {
                 // Below `MAX_NODES`: a pair takes two of the edges, which
                 // stay below it.
-                grow_if_full(&mut self.pairs, &spare::PAIRS);
+                spare::grow_if_full(&mut self.pairs, &spare::PAIRS);
                 let pair = self.pairs.len() as u32;
                 self.pairs.push([links[a].next, b as u32]);
                 links[a].next = LONG | PAIR | pair;
@@ -658,48 +658,5 @@ impl<'a> Graph<'a> {
             self.last_worker
                 .resize_with(n, || AtomicU16::new(NO_WORKER));
         }
-    }
-
-    /// Node `i`'s placement (the default if it has none).
-    pub(super) fn placement_of(&self, i: usize) -> Placement {
-        if self.links[i].placed() {
-            self.placement[i]
-        } else {
-            Placement::DEFAULT
-        }
-    }
-
-    /// Node `i`'s placement, to change it: from now on runs read it.
-    pub(super) fn placement_mut(&mut self, i: usize) -> &mut Placement {
-        if self.placement.len() < self.nodes.len() {
-            self.placement.resize(self.nodes.len(), Placement::DEFAULT);
-        }
-        self.links[i].degree |= super::node::PLACED;
-        &mut self.placement[i]
-    }
-}
-
-/// Room for one more element in `array` if it is full: doubling, as a
-/// vector grows, but into the kept array of a dropped graph (`spare.rs`)
-/// when one is large enough. A graph built without a size hint otherwise
-/// copies each large array into fresh memory as it grows, and faults its
-/// pages in again (a 1024 x 1024 grid: a fifth of its build).
-#[inline(always)]
-fn grow_if_full<T>(array: &mut Vec<T>, slot: &parking_lot::Mutex<Vec<T>>) {
-    if array.len() == array.capacity() {
-        grow(array, slot);
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn grow<T>(array: &mut Vec<T>, slot: &parking_lot::Mutex<Vec<T>>) {
-    let wanted = (array.capacity() * 2).max(4);
-    match spare::take_array(slot, wanted) {
-        Some(mut kept) => {
-            kept.append(array);
-            *array = kept;
-        }
-        None => array.reserve(1),
     }
 }

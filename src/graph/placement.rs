@@ -3,11 +3,13 @@
 //! replay. Each setter checks the node belongs to the graph; a change of
 //! affinity marks the graph for the per-run check against the pool's
 //! workers (`max_affinity`), which is where an out-of-range worker is
-//! refused, before anything runs.
+//! refused, before anything runs. A placement lives in `Graph::placement`
+//! (made at the first setter), and a run reads it only for the nodes whose
+//! link is marked `PLACED`: the others pay nothing for it.
 
 use super::build::Graph;
 use super::error::GraphError;
-use super::node::{NO_AFFINITY, NodeId};
+use super::node::{NO_AFFINITY, NodeId, PLACED, Placement};
 use crate::queues::dispatch::{Dispatch, Priority, STRICT_AFFINITY};
 
 impl<'a> Graph<'a> {
@@ -148,5 +150,25 @@ impl<'a> Graph<'a> {
     /// ```
     pub fn set_affinity_replay(&mut self, replay: bool) {
         self.shared.set_replay(replay);
+    }
+}
+
+impl Graph<'_> {
+    /// Node `i`'s placement (the default if it has none).
+    pub(super) fn placement_of(&self, i: usize) -> Placement {
+        if self.links[i].placed() {
+            self.placement[i]
+        } else {
+            Placement::DEFAULT
+        }
+    }
+
+    /// Node `i`'s placement, to change it: from now on runs read it.
+    pub(super) fn placement_mut(&mut self, i: usize) -> &mut Placement {
+        if self.placement.len() < self.nodes.len() {
+            self.placement.resize(self.nodes.len(), Placement::DEFAULT);
+        }
+        self.links[i].degree |= PLACED;
+        &mut self.placement[i]
     }
 }
