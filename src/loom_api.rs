@@ -5,7 +5,7 @@
 #![doc(hidden)]
 #![allow(missing_docs)]
 
-use crate::platform::latch::CoreLatch;
+use crate::platform::latch::{CoreLatch, LockLatch};
 use crate::queues::deque::{Steal, Stealer, Worker};
 use crate::worker::sleep::{IdleState, Sleep};
 
@@ -115,6 +115,31 @@ impl LoomChaseLevStealer {
 pub struct LoomSleep(Sleep);
 pub struct LoomIdle(IdleState);
 pub struct LoomLatch(CoreLatch);
+
+/// The latch an outside thread blocks on (`platform/latch.rs`), for
+/// `tests/loom_latch.rs`.
+pub struct LoomLockLatch(LockLatch);
+
+impl LoomLockLatch {
+    pub fn new() -> Self {
+        LoomLockLatch(LockLatch::new())
+    }
+    pub fn set(&self) {
+        self.0.set()
+    }
+    pub fn wait(&self) {
+        self.0.wait()
+    }
+    pub fn reset(&self) {
+        self.0.reset()
+    }
+}
+
+impl Default for LoomLockLatch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl LoomSleep {
     pub fn new(workers: usize) -> Self {

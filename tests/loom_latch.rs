@@ -6,12 +6,16 @@
 //! interleaving loom explores, the owner must return (a lost wake-up shows
 //! up as a loom deadlock).
 //!
+//! Also: an outside thread blocking on its lock latch while the setter
+//! sets it, where the setter notifies only a thread that already waits
+//! (a missed wake-up is again a loom deadlock), and the latch reused.
+//!
 //! Run: `RUSTFLAGS="--cfg loom" cargo test --release --target-dir target/loom --test loom_latch`
 #![cfg(loom)]
 
 use loom::sync::Arc;
 use loom::thread;
-use sixfold::loom_api::{LoomLatch, LoomSleep};
+use sixfold::loom_api::{LoomLatch, LoomLockLatch, LoomSleep};
 
 /// The owner's side: wait for `latch` with nothing else to do.
 fn wait_for(sleep: &LoomSleep, latch: &LoomLatch, worker: usize) {
@@ -69,5 +73,23 @@ fn setting_one_owners_latch_leaves_the_other_sleeper_alone() {
             sleep.notify_worker_latch_is_set(1);
         }
         other.join().unwrap();
+    });
+}
+
+#[test]
+fn lock_latch_set_racing_its_waiter_blocking_is_not_lost() {
+    loom::model(|| {
+        let latch = Arc::new(LoomLockLatch::new());
+        for _round in 0..2 {
+            let setter = {
+                let latch = latch.clone();
+                thread::spawn(move || latch.set())
+            };
+            latch.wait();
+            setter.join().unwrap();
+            // Reused, as an outside caller's latch is from one wait to the
+            // next: the next round must block again until its own set.
+            latch.reset();
+        }
     });
 }

@@ -91,39 +91,61 @@ impl CoreLatch {
 /// condvar until `set`.
 #[derive(Debug)]
 pub(crate) struct LockLatch {
-    is_set: Mutex<bool>,
+    state: Mutex<LockState>,
     condvar: Condvar,
+}
+
+/// A [`LockLatch`]'s flag and whether a thread blocks on it, both only
+/// read and written under its mutex.
+#[derive(Debug, Default)]
+struct LockState {
+    is_set: bool,
+    waiting: bool,
 }
 
 impl LockLatch {
     pub(crate) fn new() -> Self {
         LockLatch {
-            is_set: Mutex::new(false),
+            state: Mutex::new(LockState::default()),
             condvar: Condvar::new(),
         }
     }
 
     /// Set and wake every waiter. The flag is written under the mutex, so a
     /// waiter that checked it and is about to wait cannot miss the notify.
+    /// No waiter yet (work that finished before its caller blocked): no
+    /// notify, which would be a system call for nobody.
+    ///
+    /// The notify comes after the lock is let go (a waiter woken while we
+    /// held it would block on the lock and need a second wake-up), which
+    /// needs the caller to keep the latch alive across `set`, as every
+    /// caller does (an `Arc`): the waiter may return and drop its share as
+    /// soon as the lock is free.
     pub(crate) fn set(&self) {
-        let mut is_set = self.is_set.lock();
-        *is_set = true;
-        self.condvar.notify_all();
+        let mut state = self.state.lock();
+        state.is_set = true;
+        let waiting = state.waiting;
+        drop(state);
+        if waiting {
+            self.condvar.notify_all();
+        }
     }
 
     /// Make a set latch unset again, for reuse. Only when nobody waits on
     /// it and its last setter has returned from `set` (the setter may still
     /// hold an `Arc` to it, which is harmless).
     pub(crate) fn reset(&self) {
-        *self.is_set.lock() = false;
+        *self.state.lock() = LockState::default();
     }
 
     /// Block until set.
     pub(crate) fn wait(&self) {
-        let mut is_set = self.is_set.lock();
-        while !*is_set {
-            self.condvar.wait(&mut is_set);
+        let mut state = self.state.lock();
+        while !state.is_set {
+            state.waiting = true;
+            self.condvar.wait(&mut state);
         }
+        state.waiting = false;
     }
 }
 

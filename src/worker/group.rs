@@ -326,7 +326,11 @@ impl IdleCounter {
         if self.count.fetch_sub(1, Ordering::AcqRel) == 1 {
             fence(Ordering::SeqCst);
             if self.waiters.load(Ordering::SeqCst) > 0 {
-                let _guard = self.lock.lock();
+                // Taken and let go before the notify: a waiter that saw a
+                // non-zero count under the lock is then waiting (its wait
+                // let the lock go), and woken outside the lock it needs
+                // no second wake-up to take it back.
+                drop(self.lock.lock());
                 self.condvar.notify_all();
             }
         }

@@ -143,8 +143,11 @@ const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(1);
 /// condvar wait, a contended lock), and may allocate then: its table of
 /// waiters grows with the number of threads in the process. A worker
 /// whose first sleep fell inside a `join` made `join_allocates_nothing`
-/// fail (caught under ThreadSanitizer, in `ThreadData::new`). A wait that
-/// has timed out before it starts parks only for that bookkeeping.
+/// fail (caught under ThreadSanitizer, in `ThreadData::new`). Sleeps now
+/// block on std's condvar, but a worker may still park on one of the
+/// parking_lot locks off the wake paths (the registry's, a pipeline's).
+/// A wait that has timed out before it starts parks only for that
+/// bookkeeping.
 pub(crate) fn prepare_thread() {
     #[cfg(not(loom))]
     {
@@ -597,10 +600,16 @@ impl Sleep {
             }
             #[cfg(loom)]
             let _ = steer;
-            sleep_state.condvar.notify_one();
             // The waker, not the sleeper, takes it off the sleeping count,
             // so posters see the new count at once.
             self.counters.sub_sleeping_thread();
+            // Notified after the lock is let go: woken while we still held
+            // it, the sleeper would block on the lock at once and need a
+            // second wake-up (each a wait for a core on a loaded machine).
+            // It cannot miss this notify: it waits (and so releases the
+            // lock) before we could take the lock and clear the flag.
+            drop(is_blocked);
+            sleep_state.condvar.notify_one();
             true
         } else {
             false
