@@ -19,7 +19,7 @@
 //! protocol the loom models check.
 
 use crate::platform::cpu_spread::{self, CpuSet};
-use parking_lot::Mutex;
+use crate::platform::sync::Mutex;
 use std::sync::atomic::AtomicI32;
 use std::sync::atomic::Ordering::Relaxed;
 
