@@ -90,14 +90,7 @@ mod imp {
             guard: &mut MutexGuard<'_, T>,
             deadline: Instant,
         ) -> WaitTimeoutResult {
-            let inner = guard.0.take().expect("a guard holds its lock");
-            let left = deadline.saturating_duration_since(Instant::now());
-            let (inner, result) = self
-                .0
-                .wait_timeout(inner, left)
-                .unwrap_or_else(PoisonError::into_inner);
-            guard.0 = Some(inner);
-            WaitTimeoutResult(result.timed_out())
+            self.wait_for(guard, deadline.saturating_duration_since(Instant::now()))
         }
         /// Wait until notified or for `timeout`.
         pub(crate) fn wait_for<T>(
