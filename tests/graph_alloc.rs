@@ -1,5 +1,7 @@
 //! A graph run allocates nothing once warm: not from a thread outside the
-//! pool, not from inside a worker.
+//! pool, not from inside a worker. Nor does a continuation-passing run:
+//! every continuation's block goes back to the node allocator, whatever
+//! its body (with drop glue or without, which frees by another path).
 //!
 //! Graph nodes run on the pool's workers, so the counting allocator counts
 //! on every thread while `COUNTING` is on. That would also count whatever
@@ -8,12 +10,13 @@
 //! The first allocation counted is captured with a backtrace, so a failure
 //! says what allocated instead of only how often.
 
-use sixfold::{Graph, NodeId, Pool};
+use sixfold::{Context, Graph, NodeId, Pool, Task, TaskRef};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::backtrace::Backtrace;
 use std::cell::Cell;
+use std::marker::PhantomData;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 struct CountingAllocator;
@@ -176,6 +179,146 @@ fn warm_up(pool: &Pool, g: &mut Graph<'_>) -> usize {
     }
 }
 
+/// fib(n) in continuation-passing style, with continuations of type `S`.
+struct Fib<S> {
+    n: u64,
+    slot: usize,
+    sum: PhantomData<fn() -> S>,
+}
+
+impl<S> Fib<S> {
+    fn new(n: u64, slot: usize) -> Self {
+        Fib {
+            n,
+            slot,
+            sum: PhantomData,
+        }
+    }
+}
+
+/// A continuation of `Fib`: two parts, and its own slot in the next one.
+trait Sum: Task + Sync {
+    fn new(slot: usize) -> Self;
+    fn parts(&self) -> &[AtomicU64; 2];
+    fn slot(&self) -> usize;
+}
+
+/// No drop glue.
+struct PlainSum([AtomicU64; 2], usize);
+/// With drop glue, as a continuation that owns something has.
+struct GuardedSum([AtomicU64; 2], Guard);
+
+/// Counts its drops.
+struct Guard(usize);
+
+static GUARD_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        GUARD_DROPS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Sum for PlainSum {
+    fn new(slot: usize) -> Self {
+        PlainSum(Default::default(), slot)
+    }
+    fn parts(&self) -> &[AtomicU64; 2] {
+        &self.0
+    }
+    fn slot(&self) -> usize {
+        self.1
+    }
+}
+
+impl Sum for GuardedSum {
+    fn new(slot: usize) -> Self {
+        GuardedSum(Default::default(), Guard(slot))
+    }
+    fn parts(&self) -> &[AtomicU64; 2] {
+        &self.0
+    }
+    fn slot(&self) -> usize {
+        self.1.0
+    }
+}
+
+/// Where the top continuation of `fib_cps` leaves its total.
+static TOTAL: AtomicU64 = AtomicU64::new(0);
+
+/// Hand `value` to part `slot` of the successor, or to `TOTAL` at the top.
+fn deliver<S: Sum>(cx: &Context<'_>, slot: usize, value: u64) {
+    match cx.successor::<S>() {
+        Some(sum) => sum.parts()[slot].store(value, Ordering::Relaxed),
+        None => TOTAL.store(value, Ordering::Relaxed),
+    }
+}
+
+impl<S: Sum> Task for Fib<S> {
+    fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+        if self.n < 2 {
+            deliver::<S>(cx, self.slot, self.n);
+            return None;
+        }
+        let sum = cx.continuation(S::new(self.slot));
+        cx.spawn(sum.child(Fib::<S>::new(self.n - 2, 1)));
+        self.n -= 1;
+        self.slot = 0;
+        cx.recycle();
+        None
+    }
+}
+
+macro_rules! sum_task {
+    ($t:ty) => {
+        impl Task for $t {
+            fn execute(&mut self, cx: &mut Context<'_>) -> Option<TaskRef> {
+                let [a, b] = self.parts();
+                let total = a.load(Ordering::Relaxed) + b.load(Ordering::Relaxed);
+                deliver::<$t>(cx, self.slot(), total);
+                None
+            }
+        }
+    };
+}
+sum_task!(PlainSum);
+sum_task!(GuardedSum);
+
+/// fib(`n`) by continuation passing on `pool`, with `S` continuations.
+fn fib_cps<S: Sum>(pool: &Pool, n: u64) -> u64 {
+    let mut root = TaskRef::new(Fib::<S>::new(n, 0));
+    let top = TaskRef::new(S::new(0));
+    root.precede(&top).unwrap();
+    pool.run([root, top]);
+    TOTAL.load(Ordering::Relaxed)
+}
+
+/// Allocations made for the nodes of `RUNS` warm continuation-passing
+/// runs of fib(15) (986 continuations each) on a one-worker pool, from
+/// inside its worker: one thread allocates and frees every node, so warm
+/// runs take every block from that thread's cache, and a block not given
+/// back shows as allocations. A run's own bookkeeping (its list of tasks)
+/// is the same for fib(2), one continuation: that count is subtracted.
+fn continuation_node_allocations<S: Sum>() -> (usize, String) {
+    let pool = Pool::builder().num_threads(1).build().unwrap();
+    let runs = |n, expect| {
+        count_allocations(|| {
+            for _ in 0..RUNS {
+                assert_eq!(fib_cps::<S>(&pool, n), expect);
+            }
+        })
+    };
+    let (large, small) = pool.install(|| {
+        for _ in 0..3 {
+            fib_cps::<S>(&pool, 15);
+        }
+        (runs(15, 610), runs(2, 1))
+    });
+    let first = first_allocation();
+    CAPTURED.store(false, Ordering::SeqCst);
+    (large.saturating_sub(small), first)
+}
+
 #[test]
 fn graph_runs_allocate_nothing_once_warm() {
     let pool = Pool::builder().num_threads(2).build().unwrap();
@@ -207,16 +350,31 @@ fn graph_runs_allocate_nothing_once_warm() {
     });
     let inside_first = first_allocation();
 
+    CAPTURED.store(false, Ordering::SeqCst);
+    let (plain, plain_first) = continuation_node_allocations::<PlainSum>();
+    let drops_before = GUARD_DROPS.load(Ordering::Relaxed);
+    let (guarded, guarded_first) = continuation_node_allocations::<GuardedSum>();
+    // fib(15) makes 986 continuations a run and fib(2) one, and each
+    // run has a top sum: each dropped once.
+    assert_eq!(
+        GUARD_DROPS.load(Ordering::Relaxed) - drops_before,
+        (RUNS + 3) * 987 + RUNS * 2
+    );
+
     assert_eq!(
         ran.load(Ordering::SeqCst),
         (2 * RUNS + 3 + warm_up_runs) * n
     );
-    // One assertion for both, so that a failure reports both.
+    // One assertion for all, so that a failure reports all.
     assert!(
-        outside == 0 && inside == 0,
+        outside == 0 && inside == 0 && plain == 0 && guarded == 0,
         "{RUNS} runs of a {n}-node graph allocated {outside} times from outside the pool \
-         and {inside} times from inside a worker.\n\
+         and {inside} times from inside a worker; the nodes of {RUNS} continuation-passing \
+         runs allocated {plain} times with plain continuations and {guarded} times with \
+         continuations that have drop glue.\n\
          Outside, {outside_first}\n\
-         Inside, {inside_first}"
+         Inside, {inside_first}\n\
+         Plain, {plain_first}\n\
+         With drop glue, {guarded_first}"
     );
 }

@@ -58,8 +58,12 @@ pub(crate) fn continuation<T: Body>(
         let block = node_alloc::allocate(Node::<T>::LAYOUT);
         (block, Memory::Own, ptr::null_mut())
     };
+    // The continuation's address is the block's: `current` points at it
+    // before it is written, so its old list moves over in one exchange
+    // (taken, then stored, it was loaded again to drop the empty list).
+    let cont = block.cast::<Header>();
     let start = NodeStart {
-        successors: std::mem::take(&mut current_meta.successors),
+        successors: std::mem::replace(&mut current_meta.successors, Successors::one(cont)),
         region,
         group,
         holds_unit: std::mem::replace(&mut current_meta.holds_unit, false),
@@ -68,8 +72,6 @@ pub(crate) fn continuation<T: Body>(
     // SAFETY: fresh memory, valid for a `Node<T>` (which fits the first
     // half of a pair block when it got one), of the kind `memory` names.
     let cont = unsafe { Node::write(block.cast(), body, start) };
-    // Emptied by the take above.
-    current_meta.successors = Successors::one(cont);
     ContinuationRef {
         node: cont,
         region,

@@ -31,9 +31,10 @@
 //!   reserve; a group unit is a node's very last touch: the group may be
 //!   freed as soon as it is released.
 
-use super::layout::{self, Header, Memory, NO_AFFINITY, RunState, header};
+use super::layout::{self, Header, Memory, NO_AFFINITY, PAIR_LAYOUT, RunState, header};
 use super::release::{Release, TakeSibling, release_count, release_or_sibling};
 use crate::observe::stats::Rule;
+use crate::platform::node_alloc;
 use crate::platform::sync::Ordering;
 use crate::platform::unwind;
 use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY, SharedPlace};
@@ -212,13 +213,32 @@ pub(super) unsafe fn free_node(node: NonNull<Header>) -> Remains {
     let unit = meta
         .holds_unit
         .then(|| header.group.load(Ordering::Relaxed));
-    // A child in a reserve with a body without drop glue has nothing to
-    // drop (its successor list is empty now) and no memory to give back.
-    if meta.memory != Memory::InReserve || header.vtable.drops_body {
+    // A body without drop glue needs no call through the vtable unless
+    // the block's layout is the body's own: a child in a reserve has no
+    // memory to give back, a continuation with a reserve gives back a
+    // pair block (a continuation-passing fork frees one a fork). The
+    // header has nothing to drop: its successor list is empty now.
+    match meta.memory {
+        Memory::InReserve if !header.vtable.drops_body => {}
+        // SAFETY: a pair block, allocated with `PAIR_LAYOUT` and owned
+        // by the caller; its reserve's child was dropped before it
+        // released this node (see `Memory`).
+        Memory::WithReserve if !header.vtable.drops_body => unsafe { release_pair(node) },
         // SAFETY: owned by the caller, nothing else points at it.
-        unsafe { (header.vtable.drop_node)(node) };
+        _ => unsafe { (header.vtable.drop_node)(node) },
     }
     Remains { successors, unit }
+}
+
+/// Give back a continuation's pair block: a direct call, out of line (the
+/// allocator's thread-local access would weigh on every caller's frame).
+///
+/// # Safety
+/// `node` is a pair block owned by the caller, whose body needs no drop.
+#[inline(never)]
+unsafe fn release_pair(node: NonNull<Header>) {
+    // SAFETY: forwarded.
+    unsafe { node_alloc::release(node.cast(), PAIR_LAYOUT) }
 }
 
 /// Hand `node`, held by a handle until now, to the scheduler as part of
