@@ -232,3 +232,35 @@ fn a_continuations_child_handed_to_pool_run_is_waited_for() {
     })
     .expect("no hang");
 }
+
+/// A continuation's child given a predecessor before it is spawned waits
+/// for it: the spawn does not take the child for ready because it was
+/// made ready to run (the fork's own path, which writes nothing, serves
+/// only a child whose handle holds the last unit). On one worker the
+/// child would run first if it were ready: the deque comes before the
+/// shared queue, where its predecessor waits.
+#[test]
+fn a_continuations_child_with_a_predecessor_waits_for_it() {
+    struct Cont(Arc<std::sync::Mutex<Vec<&'static str>>>);
+    impl Task for Cont {
+        fn execute(&mut self, _: &mut Context<'_>) -> Option<TaskRef> {
+            self.0.lock().unwrap().push("continuation");
+            None
+        }
+    }
+    let pool = Pool::builder().num_threads(1).build().unwrap();
+    for _ in 0..20 {
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let in_task = log.clone();
+        pool.run(TaskRef::from_fn(move |cx| {
+            let cont = cx.continuation(Cont(in_task.clone()));
+            let (to_gate, to_child) = (in_task.clone(), in_task.clone());
+            let mut gate = TaskRef::from_fn(move |_| to_gate.lock().unwrap().push("gate"));
+            let child = cont.child_fn(move |_| to_child.lock().unwrap().push("child"));
+            gate.precede(&child).unwrap();
+            cx.spawn(child);
+            cx.enqueue(gate);
+        }));
+        assert_eq!(*log.lock().unwrap(), ["gate", "child", "continuation"]);
+    }
+}

@@ -23,7 +23,7 @@
 
 use super::cycle::{EDGE_LOCK, reaches};
 use super::layout::{Body, Header, Node, RunState, header};
-use super::run::{ReadyNode, cancel_chain, release_hold, submit_node};
+use super::run::{ReadyNode, cancel_chain, release_hold, spawn_node, submit_node};
 use crate::error::{AffinityError, TaskError};
 use crate::platform::prefetch::prefetch_for_write;
 use crate::platform::sync::Ordering;
@@ -469,7 +469,7 @@ impl<'w> Context<'w> {
     // fork, and the call's register saves cost as much as the push.
     #[inline]
     pub fn spawn(&mut self, task: TaskRef) {
-        self.submit(task, Some(Dispatch::Spawn), None);
+        spawn_node(task.into_raw(), self.run.group, self.run.worker);
     }
 
     /// Push `task` onto the shared queue (rule 5): fair, approximately FIFO,

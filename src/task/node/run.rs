@@ -42,7 +42,7 @@ use crate::queues::region::Region;
 use crate::task::successors::{Many, Split, Successors};
 use crate::worker::group::Group;
 use crate::worker::thread::{ExecuteFn, JobRef, Next, Registry, WorkerThread};
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
 /// A node whose pending count reached zero, owned by the holder of this
@@ -239,6 +239,40 @@ pub(super) unsafe fn free_node(node: NonNull<Header>) -> Remains {
 unsafe fn release_pair(node: NonNull<Header>) {
     // SAFETY: forwarded.
     unsafe { node_alloc::release(node.cast(), PAIR_LAYOUT) }
+}
+
+/// `Context::spawn`: hand `node`, held by a handle until now, to
+/// `worker`'s deque as part of `group` (or to where its placement says,
+/// once ready), from the task `worker` is running.
+///
+/// The fork of a continuation-passing recursion takes the first branch: a
+/// continuation's child spawned into its own group. The child was written
+/// with the spawn placement (nothing else sets a placement before
+/// submission) and in the running task's region; while that is still the
+/// worker's region, `region_for` would give it again (a structured group's
+/// nodes are all in its region, a `'static` group's in their submitter's),
+/// so nothing needs writing, and only the handle's hold can be left (a
+/// predecessor added by `precede` fails the test). As in `submit_node`, a
+/// plain store releases the hold, and the child goes on the deque.
+// Inlined into the task's `execute`, as `Context::spawn` is.
+#[inline(always)]
+pub(super) fn spawn_node(node: NonNull<Header>, group: &Group, worker: &WorkerThread) {
+    let header = header(node);
+    let current = worker.region();
+    // SAFETY: the caller held the handle, so we own `meta`.
+    let region = unsafe { (*header.meta.get()).region };
+    if ptr::eq(header.group.load(Ordering::Relaxed), group)
+        && region == current
+        && header.pending.load(Ordering::Acquire) == 1
+    {
+        header.pending.store(0, Ordering::Relaxed);
+        // SAFETY: the node is ready and ours; it is pushed once.
+        worker.push(unsafe { JobRef::new(node.cast(), execute_job, region) });
+        return;
+    }
+    if let Some(ready) = submit_node(node, group, Some(Dispatch::Spawn), None, current) {
+        ready.route_from(worker);
+    }
 }
 
 /// Hand `node`, held by a handle until now, to the scheduler as part of
