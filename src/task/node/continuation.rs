@@ -34,6 +34,8 @@ pub(crate) struct ContinuationRef {
     /// The free half of the continuation's pair block (`Memory`), or
     /// null when it has none or a child took it.
     reserve: Cell<*mut u8>,
+    /// No child made yet: the count holds the maker's unit alone.
+    childless: Cell<bool>,
 }
 
 /// Make a continuation of the running node `current`: it takes over
@@ -77,6 +79,7 @@ pub(crate) fn continuation<T: Body>(
         region,
         group,
         reserve: Cell::new(reserve),
+        childless: Cell::new(true),
     }
 }
 
@@ -109,7 +112,15 @@ pub(crate) fn child_of<T: Body>(cont: &ContinuationRef, body: T) -> NonNull<Head
     // reserve is dropped before it releases `cont` (`free_node`), and
     // `cont` cannot free its block before that release.
     let child = unsafe { Node::write(block.cast(), body, start) };
-    add_unit_to_continuation(cont.node);
+    if cont.childless.replace(false) {
+        // The count is the one `continuation` wrote, and no other thread
+        // knows the node: a store makes it two, with nothing to read (in
+        // a fork, made and given its child in one inlined stretch, the
+        // test folds away).
+        header(cont.node).pending.store(2, Ordering::Relaxed);
+    } else {
+        add_unit_to_continuation(cont.node);
+    }
     child
 }
 
