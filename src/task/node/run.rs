@@ -338,8 +338,14 @@ pub(super) fn submit_node(
 /// The `JobRef` entry point for task nodes.
 #[inline(never)]
 pub(super) unsafe fn execute_job(node: NonNull<()>, worker: &WorkerThread) -> Option<Next> {
+    // Each body runs with its group as the worker's cancel context, set
+    // before it by `execute_node` (a store a node, not a save and a
+    // restore around each); the context found here is restored once.
+    let outer = worker.cancel_context();
     // SAFETY: forwarded: the node is ready and ours, executed once.
-    unsafe { execute_node(node.cast(), worker) }
+    let next = unsafe { execute_node(node.cast(), worker) };
+    worker.set_cancel_context(outer);
+    next
 }
 
 /// Run a ready node, complete it, and hand back the next task by rule 1 or
@@ -382,16 +388,20 @@ unsafe fn execute_node(mut node: NonNull<Header>, worker: &WorkerThread) -> Opti
                 group,
                 recycle: false,
             };
-            let returned = match worker.with_cancel_context(group, || {
-                unwind::halt_unwinding(|| unsafe { (header.vtable.execute)(node, &mut run) })
-            }) {
-                Ok(returned) => returned,
-                Err(payload) => {
-                    worker.registry().task_panicked(group, payload);
-                    // SAFETY: we own the node.
-                    return unsafe { complete(node, worker, true, None) };
-                }
-            };
+            // No restore after the body: a panic stops at `halt_unwinding`,
+            // and `execute_job` restores the context it found, whatever
+            // this loop returns.
+            worker.set_cancel_context(group);
+            let returned =
+                match unwind::halt_unwinding(|| unsafe { (header.vtable.execute)(node, &mut run) })
+                {
+                    Ok(returned) => returned,
+                    Err(payload) => {
+                        worker.registry().task_panicked(group, payload);
+                        // SAFETY: we own the node.
+                        return unsafe { complete(node, worker, true, None) };
+                    }
+                };
             // Rule 1: the returned task, if it is ready and may run here.
             let bypass = match returned {
                 None => None,

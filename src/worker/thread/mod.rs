@@ -516,6 +516,14 @@ impl WorkerThread {
         self.cancel_context.get()
     }
 
+    /// Make `group` the context of what runs here from now on, with no
+    /// restore: for a caller that restores the context it found itself
+    /// (the task-node loop sets each body's group and restores once).
+    #[inline]
+    pub(crate) fn set_cancel_context(&self, group: *const Group) {
+        self.cancel_context.set(group);
+    }
+
     /// Run `f` as work of `group` (its tasks and nested scopes see it as
     /// their context), then restore the context, also if `f` unwinds.
     #[inline]
