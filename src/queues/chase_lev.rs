@@ -305,20 +305,9 @@ impl<T: Words> Worker<T> {
     }
 
     pub(crate) fn push(&self, item: T) {
-        self.push_noting_empty(item);
-    }
-
-    /// `push`, saying whether the deque was empty before it, from the loads
-    /// the push makes anyway (`is_empty` then `push` loaded both ends
-    /// twice: the sleep protocol asks this on every push of a worker).
-    #[inline]
-    pub(crate) fn push_noting_empty(&self, item: T) -> bool {
         let b = self.inner.back.load(Ordering::Relaxed);
         // Acquire: a thief's read of a slot happens before we reuse it.
-        // (SeqCst, as `is_empty`'s: the emptiness it reports is read as
-        // `is_empty` reads it. On x86 both are a plain load.)
-        let f = self.inner.front.load(Ordering::SeqCst);
-        let was_empty = b.wrapping_sub(f) <= 0;
+        let f = self.inner.front.load(Ordering::Acquire);
         self.mode.push_saw_front(f, &self.inner.mode);
         let mut buffer = self.buffer();
         if b.wrapping_sub(f) >= buffer.capacity() as isize {
@@ -332,7 +321,6 @@ impl<T: Words> Worker<T> {
         // without it.
         fence(Ordering::Release);
         self.inner.back.store(b.wrapping_add(1), Ordering::Release);
-        was_empty
     }
 
     /// Replace the full buffer by one twice its size holding items `f..b`;

@@ -84,12 +84,6 @@ mod stand_in {
         pub(crate) fn push(&self, item: T) {
             self.items.lock().push_back(item);
         }
-        pub(crate) fn push_noting_empty(&self, item: T) -> bool {
-            let mut items = self.items.lock();
-            let was_empty = items.is_empty();
-            items.push_back(item);
-            was_empty
-        }
         pub(crate) fn pop(&self) -> Option<T> {
             let mut items = self.items.lock();
             if self.fifo {

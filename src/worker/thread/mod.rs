@@ -347,7 +347,8 @@ impl WorkerThread {
     /// Push onto the tail of the own deque and tell the sleep protocol.
     #[inline]
     pub(crate) fn push(&self, job: JobRef) {
-        let was_empty = self.deque.push_noting_empty(job);
+        let was_empty = self.deque.is_empty();
+        self.deque.push(job);
         self.registry.sleep.new_internal_jobs(1, was_empty);
     }
 
