@@ -190,6 +190,61 @@ fn system_alloc(layout: Layout) -> NonNull<u8> {
         .unwrap_or_else(|| alloc::handle_alloc_error(layout))
 }
 
+/// A thread's own cache, reached without a thread-local lookup: a worker
+/// keeps it for as long as it runs on its thread, and the continuation-
+/// passing fork allocates and frees a block through it each time.
+#[derive(Clone, Copy)]
+pub(crate) struct ThreadCache(NonNull<Caches>);
+
+impl ThreadCache {
+    /// This thread's cache, or None while its thread-locals are torn down.
+    pub(crate) fn current() -> Option<ThreadCache> {
+        CACHES
+            .try_with(|caches| NonNull::new(caches.get()).map(ThreadCache))
+            .ok()
+            .flatten()
+    }
+
+    /// [`allocate`] through this cache.
+    ///
+    /// # Safety
+    /// Called on the thread whose cache this is, before its thread-locals
+    /// are torn down.
+    #[inline(always)]
+    pub(crate) unsafe fn allocate(self, layout: Layout) -> NonNull<u8> {
+        let Some(class) = class_of(layout) else {
+            return system_alloc(layout);
+        };
+        // SAFETY: this thread's cache (see the contract), touched by no
+        // other function while this one runs.
+        let cache = unsafe { &mut (*self.0.as_ptr()).classes[class] };
+        cache
+            .free
+            .pop()
+            .or_else(|| refill(cache, class))
+            .unwrap_or_else(|| system_alloc(class_layout(class)))
+    }
+
+    /// [`release`] through this cache.
+    ///
+    /// # Safety
+    /// As for [`allocate`](Self::allocate), and as for [`release`].
+    #[inline(always)]
+    pub(crate) unsafe fn release(self, block: NonNull<u8>, layout: Layout) {
+        let Some(class) = class_of(layout) else {
+            // SAFETY: allocated by the system allocator with this layout.
+            unsafe { alloc::dealloc(block.as_ptr(), layout) };
+            return;
+        };
+        // SAFETY: as in `allocate`.
+        let cache = unsafe { &mut (*self.0.as_ptr()).classes[class] };
+        cache.free.push(block);
+        if cache.free.len >= BATCH {
+            spill(cache, class);
+        }
+    }
+}
+
 /// Memory for one node of `layout` (non-zero size).
 #[inline(always)]
 pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
@@ -286,6 +341,32 @@ mod tests {
                 // SAFETY: as above.
                 unsafe { release(block, layout) };
             }
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A thread's cache reached through its handle is the one the
+    /// thread-local path reaches: a block freed through either comes back
+    /// from the other, last freed first.
+    #[test]
+    fn the_cache_handle_and_the_thread_local_path_share_one_cache() {
+        std::thread::spawn(|| {
+            let layout = Layout::from_size_align(256, 16).unwrap();
+            let cache = ThreadCache::current().expect("thread-locals are alive");
+            let a = allocate(layout);
+            // SAFETY: on this thread, allocated with `layout`, not used again.
+            unsafe { cache.release(a, layout) };
+            // SAFETY: on this thread.
+            let b = unsafe { cache.allocate(layout) };
+            assert_eq!(a, b);
+            // SAFETY: allocated with `layout`, not used again.
+            unsafe { release(b, layout) };
+            // SAFETY: on this thread.
+            let c = unsafe { cache.allocate(layout) };
+            assert_eq!(b, c);
+            // SAFETY: as above.
+            unsafe { cache.release(c, layout) };
         })
         .join()
         .unwrap();

@@ -15,7 +15,7 @@
 use super::layout::{
     Body, Header, Memory, Node, NodeStart, PAIR_LAYOUT, RESERVE_OFFSET, fits_half, header,
 };
-use crate::platform::node_alloc;
+use crate::platform::node_alloc::{self, ThreadCache};
 use crate::platform::sync::Ordering;
 use crate::queues::region::Region;
 use crate::task::successors::Successors;
@@ -45,6 +45,7 @@ pub(crate) struct ContinuationRef {
 pub(crate) fn continuation<T: Body>(
     current: NonNull<Header>,
     group: &Group,
+    cache: Option<ThreadCache>,
     body: T,
 ) -> ContinuationRef {
     // SAFETY: `current` is running on this thread, so we own its meta.
@@ -52,7 +53,11 @@ pub(crate) fn continuation<T: Body>(
     let region = current_meta.region;
     let group = group as *const Group as *mut Group;
     let (block, memory, reserve) = if fits_half(Node::<T>::LAYOUT) {
-        let block = node_alloc::allocate(PAIR_LAYOUT);
+        let block = match cache {
+            // SAFETY: the running worker's own cache, on its thread.
+            Some(cache) => unsafe { cache.allocate(PAIR_LAYOUT) },
+            None => node_alloc::allocate(PAIR_LAYOUT),
+        };
         // SAFETY: the block is `PAIR_LAYOUT.size()` bytes long.
         let reserve = unsafe { block.as_ptr().add(RESERVE_OFFSET) };
         (block, Memory::WithReserve, reserve)

@@ -56,7 +56,12 @@ impl<'w> Context<'w> {
     #[inline(always)]
     pub fn continuation<T: Task>(&mut self, task: T) -> Continuation<'w> {
         Continuation {
-            node: continuation::continuation(self.run.node, self.run.group, task),
+            node: continuation::continuation(
+                self.run.node,
+                self.run.group,
+                self.run.worker.node_cache(),
+                task,
+            ),
             _not_send: PhantomData,
         }
     }

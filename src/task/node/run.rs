@@ -34,7 +34,7 @@
 use super::layout::{self, Header, Memory, NO_AFFINITY, PAIR_LAYOUT, RunState, header};
 use super::release::{Release, TakeSibling, release_count, release_or_sibling};
 use crate::observe::stats::Rule;
-use crate::platform::node_alloc;
+use crate::platform::node_alloc::{self, ThreadCache};
 use crate::platform::sync::Ordering;
 use crate::platform::unwind;
 use crate::queues::dispatch::{Dispatch, STRICT_AFFINITY, SharedPlace};
@@ -146,7 +146,7 @@ pub(super) fn cancel_chain(first: NonNull<Header>) {
         note_dropped(node);
         // SAFETY: we own `node` (its pending count reached zero), and no
         // predecessor points at it any more.
-        let remains = unsafe { free_node(node) };
+        let remains = unsafe { free_node(node, None) };
         for s in remains.successors.iter() {
             header(s).cancelled.store(true, Ordering::Relaxed);
             if let Some(r) = release_hold(s) {
@@ -205,7 +205,7 @@ pub(super) fn release_unit(unit: Option<*mut Group>) {
 /// # Safety
 /// The caller owns `node`, and no predecessor points at it any more.
 #[inline(always)]
-pub(super) unsafe fn free_node(node: NonNull<Header>) -> Remains {
+pub(super) unsafe fn free_node(node: NonNull<Header>, cache: Option<ThreadCache>) -> Remains {
     let header = header(node);
     // SAFETY: owned by the caller.
     let meta = unsafe { &mut *header.meta.get() };
@@ -223,7 +223,12 @@ pub(super) unsafe fn free_node(node: NonNull<Header>) -> Remains {
         // SAFETY: a pair block, allocated with `PAIR_LAYOUT` and owned
         // by the caller; its reserve's child was dropped before it
         // released this node (see `Memory`).
-        Memory::WithReserve if !header.vtable.drops_body => unsafe { release_pair(node) },
+        Memory::WithReserve if !header.vtable.drops_body => match cache {
+            // SAFETY: as above, and the worker's own cache on its thread.
+            Some(cache) => unsafe { cache.release(node.cast(), PAIR_LAYOUT) },
+            // SAFETY: as above.
+            None => unsafe { release_pair(node) },
+        },
         // SAFETY: owned by the caller, nothing else points at it.
         _ => unsafe { (header.vtable.drop_node)(node) },
     }
@@ -562,7 +567,7 @@ unsafe fn finish(
     bypass: Option<JobRef>,
 ) -> LeftToRun {
     // SAFETY: we own the node, and it completed: nothing points at it.
-    let Remains { successors, unit } = unsafe { free_node(node) };
+    let Remains { successors, unit } = unsafe { free_node(node, worker.node_cache()) };
     let successor = match successors.split() {
         Split::None => None,
         // The usual end of a continuation-passing fork's parent: see

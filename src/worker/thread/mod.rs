@@ -38,6 +38,7 @@ mod tracing;
 mod wait;
 
 use crate::observe::stats::{Rule, WorkerCounters};
+use crate::platform::node_alloc::ThreadCache;
 use crate::queues::deque::Worker;
 use crate::queues::job::{self, Runner};
 use crate::queues::lent::LentSlot;
@@ -212,6 +213,9 @@ pub(crate) struct WorkerThread {
     /// This worker's lent work in the registry (looked up once: a light
     /// pipeline offers and withdraws once an item).
     lent: *const LentSlot<JobRef>,
+    /// This thread's node-allocator cache (None only on a thread whose
+    /// thread-locals are being torn down).
+    node_cache: Option<ThreadCache>,
     /// Waits on this thread's stack right now (0 in no wait).
     wait_depth: Cell<u32>,
     /// The lane this worker's next pop from the enqueue lanes starts its
@@ -282,6 +286,7 @@ impl WorkerThread {
                 .collect(),
             registry,
             previous,
+            node_cache: ThreadCache::current(),
             wait_depth: Cell::new(0),
             lane_turn: Cell::new(index),
             ran_loop_share: Cell::new(false),
@@ -509,6 +514,13 @@ impl WorkerThread {
                 None => return,
             }
         }
+    }
+
+    /// This thread's node-allocator cache, reached without a thread-local
+    /// lookup (valid while this worker runs on its thread).
+    #[inline]
+    pub(crate) fn node_cache(&self) -> Option<ThreadCache> {
+        self.node_cache
     }
 
     /// The structured group of what runs here now (see `cancel_context`).
