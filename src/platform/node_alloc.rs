@@ -17,6 +17,10 @@
 //! * a thread whose list is empty takes its held-back batch, else a batch
 //!   from the depot, before it asks the system allocator.
 //!
+//! A worker keeps a [`ThreadCache`], its thread's cache by address, and
+//! the continuation-passing fork allocates and frees through it: no
+//! thread-local lookup, no test of the thread-local's state.
+//!
 //! So blocks freed on the thief flow back to the spawner a batch at a time,
 //! and a thread that frees and allocates around a batch boundary does not
 //! go to the depot each time (up to `2 * BATCH` blocks stay local).
