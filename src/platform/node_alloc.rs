@@ -148,6 +148,24 @@ struct ClassCache {
     full: FreeList,
 }
 
+impl ClassCache {
+    /// A block of `class` from the list, refilled if it ran dry; None if
+    /// neither the held-back batch nor the depot has one.
+    #[inline(always)]
+    fn take_block(&mut self, class: usize) -> Option<NonNull<u8>> {
+        self.free.pop().or_else(|| refill(self, class))
+    }
+
+    /// Keep a freed block of `class`; a full list is spilled.
+    #[inline(always)]
+    fn keep_block(&mut self, block: NonNull<u8>, class: usize) {
+        self.free.push(block);
+        if self.free.len >= BATCH {
+            spill(self, class);
+        }
+    }
+}
+
 struct Caches {
     classes: [ClassCache; CLASSES],
 }
@@ -223,9 +241,7 @@ impl ThreadCache {
         // other function while this one runs.
         let cache = unsafe { &mut (*self.0.as_ptr()).classes[class] };
         cache
-            .free
-            .pop()
-            .or_else(|| refill(cache, class))
+            .take_block(class)
             .unwrap_or_else(|| system_alloc(class_layout(class)))
     }
 
@@ -242,10 +258,7 @@ impl ThreadCache {
         };
         // SAFETY: as in `allocate`.
         let cache = unsafe { &mut (*self.0.as_ptr()).classes[class] };
-        cache.free.push(block);
-        if cache.free.len >= BATCH {
-            spill(cache, class);
-        }
+        cache.keep_block(block, class);
     }
 }
 
@@ -261,7 +274,7 @@ pub(crate) fn allocate(layout: Layout) -> NonNull<u8> {
             // SAFETY: the cache is only touched by its own thread, and
             // neither this function nor `release` re-enters it.
             let cache = unsafe { &mut (*caches.get()).classes[class] };
-            cache.free.pop().or_else(|| refill(cache, class))
+            cache.take_block(class)
         })
         .ok()
         .flatten();
@@ -294,10 +307,7 @@ pub(crate) unsafe fn release(block: NonNull<u8>, layout: Layout) {
         .try_with(|caches| {
             // SAFETY: as in `allocate`.
             let cache = unsafe { &mut (*caches.get()).classes[class] };
-            cache.free.push(block);
-            if cache.free.len >= BATCH {
-                spill(cache, class);
-            }
+            cache.keep_block(block, class);
         })
         .is_ok();
     if !kept {
