@@ -28,6 +28,8 @@ mod cps_fib;
 mod graph_build;
 #[path = "support/graph_shapes.rs"]
 mod graph_shapes;
+#[path = "support/lifecycle.rs"]
+mod lifecycle;
 #[path = "support/loops.rs"]
 mod loops;
 #[path = "support/pipelines.rs"]
@@ -661,7 +663,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 41] = [
+    let benches: [(&str, Bench); 42] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_cps/30/1worker", bench_fib_cps_one_worker),
         ("fib_join/30", bench_fib_join),
@@ -736,6 +738,7 @@ fn main() {
         ("idle_cpu", bench_idle_cpu),
         ("wake_latency", bench_wake_latency),
         ("burst_after_idle/2x500us", bench_burst_after_idle),
+        ("pool_lifecycle", lifecycle::bench_pool_lifecycle),
     ];
     println!(
         "# name sixfold_ms rayon_ms ratio(sixfold/rayon)  [{} threads, medians]",
