@@ -740,6 +740,62 @@ fn start_and_exit_handlers_run_once_per_worker() {
     }
 }
 
+/// The CPUs the calling thread may run on.
+#[cfg(target_os = "linux")]
+fn allowed_cpus() -> Vec<usize> {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: a zeroed cpu_set_t is an empty set, and `set` is a writable
+    // set of `size` bytes.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::sched_getaffinity(0, size, &mut set) }, 0);
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `cpu` is below CPU_SETSIZE, within the set.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
+}
+
+/// A pool's drop moves its workers to the dropping thread's CPU so that
+/// they exit as soon as it waits (asleep or awake, or woken moments ago):
+/// each must have its own CPUs back before its exit handler runs. Pools
+/// of three workers, dropped while their workers sleep and while they
+/// are still looking for work. (On a machine that lets the process use
+/// one CPU only, nothing is moved, and the test checks nothing more than
+/// the handlers' count.)
+#[test]
+#[cfg(target_os = "linux")]
+fn an_exit_handler_runs_with_every_cpu_its_worker_was_allowed() {
+    const THREADS: usize = 3;
+    let own = allowed_cpus();
+    let seen: Arc<Mutex<Vec<Vec<usize>>>> = Arc::default();
+    for round in 0..40 {
+        let log = seen.clone();
+        let pool = Pool::builder()
+            .num_threads(THREADS)
+            .exit_handler(move |_| log.lock().unwrap().push(allowed_cpus()))
+            .build()
+            .unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..64 {
+            let ran = ran.clone();
+            pool.spawn(move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        pool.wait_idle();
+        if round % 2 == 0 {
+            // Let the workers block; odd rounds drop them while awake.
+            thread::sleep(Duration::from_millis(5));
+        }
+        drop(pool);
+        assert_eq!(ran.load(Ordering::Relaxed), 64);
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 40 * THREADS, "one exit handler per worker");
+    for cpus in seen.iter() {
+        assert_eq!(cpus, &own, "an exit handler ran with narrowed CPUs");
+    }
+}
+
 /// Counting start and exit handlers, and their counts.
 fn counting_handlers(
     builder: sixfold::Builder,

@@ -231,6 +231,7 @@ fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
         .unwrap_or_else(default_thread_stack_size);
     sleep::prepare_thread();
     let worker = WorkerThread::enter(deque, index, registry.clone(), stack_budget);
+    registry.sleep.worker_started(index);
     if let Some(handler) = &registry.start_handler
         && let Err(payload) = unwind::halt_unwinding(|| handler(index))
     {
@@ -240,6 +241,7 @@ fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
         );
     }
     worker.serve_until(registry.terminate_latch(index));
+    registry.sleep.worker_exiting(index);
     worker.release_leftovers();
     if let Some(handler) = &registry.exit_handler
         && let Err(payload) = unwind::halt_unwinding(|| handler(index))

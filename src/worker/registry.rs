@@ -452,13 +452,14 @@ impl<W: Runner> Registry<W> {
         &self.thread_infos[index].terminate
     }
 
-    /// Ask every worker to exit once its work is done.
+    /// Ask every worker to exit once its work is done. The caller joins
+    /// them (or, from the stopper thread, ends): a sleeper is woken on the
+    /// caller's CPU, which frees up when the caller blocks.
     pub(crate) fn terminate(&self) {
         for (index, info) in self.thread_infos.iter().enumerate() {
             // SAFETY: the registry owns the latch; it outlives this call.
-            if unsafe { CoreLatch::set(&info.terminate) } {
-                self.sleep.notify_worker_latch_is_set(index);
-            }
+            let sleeping = unsafe { CoreLatch::set(&info.terminate) };
+            self.sleep.notify_worker_to_exit(index, sleeping);
         }
     }
 
