@@ -172,13 +172,21 @@ unsafe fn node_of(job: &JobRef) -> &'static Node<'static> {
 
 /// Release the run's latch for `sinks` sinks that finished.
 ///
+/// `shared` is a raw pointer, not a reference: with no sink held, the run
+/// may have ended on another thread already and its state be freed, and a
+/// reference argument would assert it live for the whole call (Miri saw
+/// exactly that race). It is read only while a sink's unit still holds
+/// the run open.
+///
 /// # Safety
 /// The caller ran those sinks and released none of them, and touches
 /// nothing of the run after: the last release ends it.
 #[inline]
-pub(super) unsafe fn release_sinks(shared: &RunShared, sinks: usize) {
+pub(super) unsafe fn release_sinks(shared: *const RunShared, sinks: usize) {
     if sinks > 0 {
-        let latch = shared.latch.load(Ordering::Relaxed);
+        // SAFETY: our sinks' units keep the run, and so its state, alive
+        // until the release below.
+        let latch = unsafe { (*shared).latch.load(Ordering::Relaxed) };
         // SAFETY: the latch lives on the caller's frame until its count,
         // which includes these sinks, reaches zero.
         unsafe { CountLatch::release_many(latch, sinks) };
