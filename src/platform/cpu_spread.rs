@@ -286,13 +286,14 @@ mod tests {
             .collect()
     }
 
-    /// A blocked thread steered off a CPU is allowed every other CPU it
-    /// had, and gets them all back when it restores; a steer with nothing
-    /// left, or nothing to avoid, changes nothing.
-    #[test]
+    /// A thread blocked until `steer_while_blocked` returns, which gets its
+    /// thread id: the thread then restores what that returned and answers
+    /// with its allowed CPUs.
     #[cfg(all(target_os = "linux", not(miri)))]
-    fn steer_narrows_a_blocked_thread_and_restore_gives_its_cpus_back() {
-        use super::{restore, steer, thread_id};
+    fn blocked_thread(
+        steer_while_blocked: impl FnOnce(i32) -> Option<super::CpuSet>,
+    ) -> Vec<usize> {
+        use super::{restore, thread_id};
         use std::sync::mpsc::channel;
         let (to_main, from_thread) = channel();
         let (to_thread, from_main) = channel::<Option<super::CpuSet>>();
@@ -305,20 +306,33 @@ mod tests {
             allowed_cpus(0)
         });
         let thread = from_thread.recv().unwrap();
-        let before = allowed_cpus(thread);
-        let avoid = before[0] as i32;
-        let steered = steer(thread, [avoid]);
-        assert_eq!(steered.is_some(), before.len() > 1);
-        if steered.is_some() {
-            let narrowed = allowed_cpus(thread);
-            assert!(!narrowed.contains(&before[0]));
-            assert_eq!(narrowed, before[1..]);
-        }
-        let all: Vec<i32> = before.iter().map(|&cpu| cpu as i32).collect();
-        assert!(steer(thread, all).is_none(), "no CPU left: no steer");
-        assert!(steer(thread, [UNKNOWN]).is_none(), "nothing avoided");
-        to_thread.send(steered).unwrap();
-        assert_eq!(sleeper.join().unwrap(), before, "restored");
+        to_thread.send(steer_while_blocked(thread)).unwrap();
+        sleeper.join().unwrap()
+    }
+
+    /// A blocked thread steered off a CPU is allowed every other CPU it
+    /// had, and gets them all back when it restores; a steer with nothing
+    /// left, or nothing to avoid, changes nothing.
+    #[test]
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn steer_narrows_a_blocked_thread_and_restore_gives_its_cpus_back() {
+        use super::steer;
+        let before = allowed_cpus(0);
+        let after = blocked_thread(|thread| {
+            assert_eq!(allowed_cpus(thread), before);
+            let steered = steer(thread, [before[0] as i32]);
+            assert_eq!(steered.is_some(), before.len() > 1);
+            if steered.is_some() {
+                let narrowed = allowed_cpus(thread);
+                assert!(!narrowed.contains(&before[0]));
+                assert_eq!(narrowed, before[1..]);
+            }
+            let all: Vec<i32> = before.iter().map(|&cpu| cpu as i32).collect();
+            assert!(steer(thread, all).is_none(), "no CPU left: no steer");
+            assert!(steer(thread, [UNKNOWN]).is_none(), "nothing avoided");
+            steered
+        });
+        assert_eq!(after, before, "restored");
     }
 
     /// A blocked thread steered to one CPU is allowed that CPU only and
@@ -328,34 +342,26 @@ mod tests {
     #[test]
     #[cfg(all(target_os = "linux", not(miri)))]
     fn steer_to_narrows_to_one_cpu_and_restore_gives_its_own_back() {
-        use super::{restore, steer, steer_to, thread_id};
-        use std::sync::mpsc::channel;
-        let (to_main, from_thread) = channel();
-        let (to_thread, from_main) = channel::<Option<super::CpuSet>>();
-        let sleeper = std::thread::spawn(move || {
-            to_main.send(thread_id()).unwrap();
-            if let Some(cpus) = from_main.recv().unwrap() {
-                restore(cpus);
-            }
-            allowed_cpus(0)
-        });
-        let thread = from_thread.recv().unwrap();
-        let own = allowed_cpus(thread);
+        use super::{steer, steer_to};
+        let own = allowed_cpus(0);
         let last = *own.last().unwrap() as i32;
-        assert!(steer_to(thread, UNKNOWN, None).is_none());
-        assert!(steer_to(thread, libc::CPU_SETSIZE, None).is_none());
-        // Narrowed first off its first CPU, then to its last: what it
-        // restores is what it had before either.
-        let apart = steer(thread, [own[0] as i32]);
-        let gathered = steer_to(thread, last, apart.as_ref());
-        assert_eq!(gathered.is_some(), own.len() > 1);
-        if gathered.is_some() {
-            assert_eq!(allowed_cpus(thread), [last as usize]);
-            // Now allowed one CPU: a further steer to it changes nothing.
-            assert!(steer_to(thread, last, None).is_none());
-        }
-        to_thread.send(gathered).unwrap();
-        assert_eq!(sleeper.join().unwrap(), own, "restored");
+        let after = blocked_thread(|thread| {
+            assert_eq!(allowed_cpus(thread), own);
+            assert!(steer_to(thread, UNKNOWN, None).is_none());
+            assert!(steer_to(thread, libc::CPU_SETSIZE, None).is_none());
+            // Narrowed first off its first CPU, then to its last: what it
+            // restores is what it had before either.
+            let apart = steer(thread, [own[0] as i32]);
+            let gathered = steer_to(thread, last, apart.as_ref());
+            assert_eq!(gathered.is_some(), own.len() > 1);
+            if gathered.is_some() {
+                assert_eq!(allowed_cpus(thread), [last as usize]);
+                // Now allowed one CPU: a further steer to it changes nothing.
+                assert!(steer_to(thread, last, None).is_none());
+            }
+            gathered
+        });
+        assert_eq!(after, own, "restored");
     }
 
     #[test]
