@@ -161,11 +161,10 @@ pub(crate) fn successor_body<'a, T: Body + Sync>(current: NonNull<Header>) -> Op
     // SAFETY: `current` is running on this thread; we own its meta.
     let first = unsafe { (*header(current).meta.get()).successors.first() }?;
     let succ = header(first);
-    // The vtable's address says "a `T`" in one comparison almost
-    // always; the type id (a call through the vtable) decides when the
-    // same vtable was emitted twice (addresses of constants are not
-    // guaranteed unique).
-    if !ptr::eq(succ.vtable, Node::<T>::vtable()) && (succ.vtable.type_id)() != TypeId::of::<T>() {
+    // The vtable holds the type id as a constant: one comparison with
+    // no call. (Comparing vtable addresses instead would depend on
+    // codegen: the same vtable may be emitted once per codegen unit.)
+    if succ.vtable.type_id != TypeId::of::<T>() {
         return None;
     }
     // SAFETY: the type matches; the body lives until `current` (one of

@@ -105,7 +105,10 @@ pub(crate) struct RunState<'w> {
 pub(super) struct VTable {
     pub(super) execute: unsafe fn(NonNull<Header>, &mut RunState<'_>) -> Option<NonNull<Header>>,
     pub(super) drop_node: unsafe fn(NonNull<Header>),
-    pub(super) type_id: fn() -> TypeId,
+    /// The body's type, a constant: `successor_body` compares it without
+    /// a call, whichever codegen unit emitted this vtable (a vtable's
+    /// address is not one per type).
+    pub(super) type_id: TypeId,
     /// Whether the body has drop glue (a node in a reserve whose body has
     /// none needs no call at all when it is freed).
     pub(super) drops_body: bool,
@@ -160,18 +163,9 @@ impl<T: Body> Node<T> {
     const VTABLE: VTable = VTable {
         execute: Self::execute,
         drop_node: Self::drop_node,
-        type_id: TypeId::of::<T>,
+        type_id: TypeId::of::<T>(),
         drops_body: std::mem::needs_drop::<T>(),
     };
-
-    /// The vtable of `T`'s nodes, from one function so that its address is
-    /// the same at every use in a crate (a constant referenced from code
-    /// inlined into several codegen units may be emitted once per unit):
-    /// `successor_body` compares addresses first.
-    #[inline(never)]
-    pub(super) fn vtable() -> &'static VTable {
-        &Self::VTABLE
-    }
 
     pub(super) const LAYOUT: Layout = Layout::new::<Node<T>>();
 
@@ -215,7 +209,7 @@ impl<T: Body> Node<T> {
                         memory: start.memory,
                         successors: start.successors,
                     }),
-                    vtable: Self::vtable(),
+                    vtable: &Self::VTABLE,
                 },
                 body: UnsafeCell::new(body),
             })
