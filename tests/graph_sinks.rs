@@ -192,3 +192,35 @@ fn a_tree_run_inside_a_node_of_another_tree_ends_with_all_its_nodes() {
         });
     }
 }
+
+/// A run that ends on another worker while the worker that routed its
+/// last node is still returning: the caller drops the graph (and its run
+/// state) as soon as `run_graph` returns. Node `a` runs on worker 0 and
+/// hands its successor `b`, pinned to worker 1, to that worker's mailbox;
+/// `b` is the sink, so worker 1 ends the run, possibly before worker 0 has
+/// left the frames that completed `a`. Those frames must not hold the run
+/// state as reference arguments, which assert it live until they return
+/// (Miri reports the graph's drop as a use-after-free otherwise).
+#[test]
+fn a_graph_dropped_as_soon_as_its_run_ends_elsewhere_is_not_used_after() {
+    let rounds = if cfg!(miri) { 12 } else { 2_000 };
+    within("runs dropped at once", LIMIT, move || {
+        let pool = pool(2);
+        let ran = AtomicUsize::new(0);
+        for _ in 0..rounds {
+            let mut g = Graph::new();
+            let a = g.add(|| {
+                ran.fetch_add(1, Ordering::Relaxed);
+            });
+            let b = g.add(|| {
+                ran.fetch_add(1, Ordering::Relaxed);
+            });
+            g.precede(a, b).expect("acyclic");
+            g.set_affinity(a, Some(0)).expect("worker 0 exists");
+            g.set_affinity(b, Some(1)).expect("worker 1 exists");
+            pool.run_graph(&mut g).expect("run");
+            drop(g);
+        }
+        assert_eq!(ran.load(Ordering::Relaxed), 2 * rounds);
+    });
+}

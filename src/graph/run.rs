@@ -70,16 +70,19 @@ unsafe fn preferred_worker(
 /// a strict affinity, else by `Registry::route`.
 ///
 /// # Safety
-/// `index` is a ready node of the graph whose run `shared` describes.
+/// `index` is a ready node of the graph whose run `run` describes. The
+/// run may end as soon as the node is routed: `run` is a pointer.
 #[inline]
 unsafe fn route_node(
     registry: &Arc<Registry>,
-    shared: &RunShared,
+    run: NonNull<RunShared>,
     index: usize,
     placement: Placement,
     affinity: Option<usize>,
     here: Option<&WorkerThread>,
 ) {
+    // SAFETY: the caller's: the unrouted node keeps the run alive.
+    let shared = unsafe { run.as_ref() };
     // SAFETY: the caller's.
     let job = node_job(unsafe { node_at(shared, index) }, shared.region());
     if placement.affinity != NO_AFFINITY
@@ -89,9 +92,13 @@ unsafe fn route_node(
     {
         return;
     }
+    // The pointer, not `shared`, goes into the closure: `route` pushes the
+    // node (and the run may end) before it returns. The closure itself
+    // runs before the push.
     registry.route(job, placement.dispatch, affinity, here, || SharedPlace {
         priority: placement.priority,
-        ..shared.used_shared_queue.note()
+        // SAFETY: called before the node is pushed, which keeps the run.
+        ..unsafe { run.as_ref() }.used_shared_queue.note()
     });
 }
 
@@ -114,20 +121,24 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
         return execute_traced(node, worker);
     }
     // Read once per job, not per node: a chain is a hot loop, and every
-    // node of a run points at the same run state.
+    // node of a run points at the same run state. Copied out of the node
+    // now, while the node keeps the run alive: once a chain hands its last
+    // node elsewhere, the run may end and the graph be freed, and only this
+    // pointer, no reference, may be left in hand (`release_sinks`).
+    let run = node.shared;
     // SAFETY: the run state outlives the graph's nodes.
-    let shared = unsafe { node.shared.as_ref() };
+    let shared = unsafe { run.as_ref() };
     // SAFETY: `node` is a node of the running graph.
     let mut index = unsafe { index_of(shared, node) };
     let mut sinks = 0;
     loop {
         if shared.replay() {
             // SAFETY: as below.
-            unsafe { run_chain::<true>(index, shared, worker, &mut sinks) }
+            unsafe { run_chain::<true>(index, run, worker, &mut sinks) }
         } else {
             // SAFETY: node `index` is ready (its job was taken, or popped
             // below); `shared` is its graph's run state.
-            unsafe { run_chain::<false>(index, shared, worker, &mut sinks) }
+            unsafe { run_chain::<false>(index, run, worker, &mut sinks) }
         }
         if sinks == 0 {
             break;
@@ -154,7 +165,7 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
     }
     // SAFETY: the units of the sinks run above, and the last touch of the
     // run (it may end at once).
-    unsafe { release_sinks(shared, sinks) };
+    unsafe { release_sinks(run, sinks) };
     None
 }
 
@@ -172,21 +183,21 @@ unsafe fn node_of(job: &JobRef) -> &'static Node<'static> {
 
 /// Release the run's latch for `sinks` sinks that finished.
 ///
-/// `shared` is a raw pointer, not a reference: with no sink held, the run
-/// may have ended on another thread already and its state be freed, and a
-/// reference argument would assert it live for the whole call (Miri saw
-/// exactly that race). It is read only while a sink's unit still holds
-/// the run open.
+/// `run` is a pointer, not a reference, and the caller must not make it
+/// from one it still holds: with no sink held, the run may have ended on
+/// another thread already and its state be freed, and a reference
+/// asserts the state live where it is passed or converted (Miri saw both
+/// races). It is read only while a sink's unit still holds the run open.
 ///
 /// # Safety
 /// The caller ran those sinks and released none of them, and touches
 /// nothing of the run after: the last release ends it.
 #[inline]
-pub(super) unsafe fn release_sinks(shared: *const RunShared, sinks: usize) {
+pub(super) unsafe fn release_sinks(run: NonNull<RunShared>, sinks: usize) {
     if sinks > 0 {
         // SAFETY: our sinks' units keep the run, and so its state, alive
         // until the release below.
-        let latch = unsafe { (*shared).latch.load(Ordering::Relaxed) };
+        let latch = unsafe { run.as_ref() }.latch.load(Ordering::Relaxed);
         // SAFETY: the latch lives on the caller's frame until its count,
         // which includes these sinks, reaches zero.
         unsafe { CountLatch::release_many(latch, sinks) };
@@ -197,20 +208,24 @@ pub(super) unsafe fn release_sinks(shared: *const RunShared, sinks: usize) {
 /// per `REPLAY` (whether the run records and follows the workers of the
 /// last run): the flag is fixed for a run, and a chain pays no test for it.
 ///
+/// This and the functions it calls take the run state as a pointer: a
+/// reference argument would assert it live until they return, and the run
+/// may end on another worker as soon as they route the last node they hold.
+///
 /// # Safety
 /// Node `index` is ready, and this is its only execution in this run;
-/// `shared` is the run state of its graph.
+/// `run` is the run state of its graph.
 #[inline(always)]
 unsafe fn run_chain<const REPLAY: bool>(
     mut index: usize,
-    shared: &RunShared,
+    run: NonNull<RunShared>,
     worker: &WorkerThread,
     sinks: &mut usize,
 ) {
     loop {
         // SAFETY: the caller's, then `complete`'s: it hands back a ready
         // node that nobody else will run.
-        match unsafe { run_node::<REPLAY>(index, shared, worker, sinks) } {
+        match unsafe { run_node::<REPLAY>(index, run, worker, sinks) } {
             Some(next) => {
                 worker.count_task(Rule::Successor);
                 index = next;
@@ -225,8 +240,10 @@ unsafe fn run_chain<const REPLAY: bool>(
 /// successor: `WorkerThread::trace_next_task`).
 #[cold]
 fn execute_traced(node: &'static Node<'static>, worker: &WorkerThread) -> Option<Next> {
+    // Copied now, as in `execute_node`.
+    let run = node.shared;
     // SAFETY: the run state outlives the graph's nodes.
-    let shared = unsafe { node.shared.as_ref() };
+    let shared = unsafe { run.as_ref() };
     let replay = shared.replay();
     // SAFETY: `node` is an element of the running graph's node array.
     let mut index = unsafe { index_of(shared, node) };
@@ -241,10 +258,10 @@ fn execute_traced(node: &'static Node<'static>, worker: &WorkerThread) -> Option
         let next = if replay {
             // SAFETY: node `index` is ready; this is its only execution in
             // this run.
-            unsafe { run_node::<true>(index, shared, worker, &mut sinks) }
+            unsafe { run_node::<true>(index, run, worker, &mut sinks) }
         } else {
             // SAFETY: as above.
-            unsafe { run_node::<false>(index, shared, worker, &mut sinks) }
+            unsafe { run_node::<false>(index, run, worker, &mut sinks) }
         };
         match next {
             Some(succ) => {
@@ -258,7 +275,7 @@ fn execute_traced(node: &'static Node<'static>, worker: &WorkerThread) -> Option
                 worker.set_trace_name(name);
                 // SAFETY: the sink this node was, if it was one; the run is
                 // not touched after.
-                unsafe { release_sinks(shared, sinks) };
+                unsafe { release_sinks(run, sinks) };
                 return None;
             }
         }
@@ -272,14 +289,17 @@ fn execute_traced(node: &'static Node<'static>, worker: &WorkerThread) -> Option
 ///
 /// # Safety
 /// Node `index` is ready, and this is its only execution in this run;
-/// `shared` is the run state of its graph.
+/// `run` is the run state of its graph.
 #[inline(always)]
 unsafe fn run_node<const REPLAY: bool>(
     index: usize,
-    shared: &RunShared,
+    run: NonNull<RunShared>,
     worker: &WorkerThread,
     sinks: &mut usize,
 ) -> Option<usize> {
+    // SAFETY: the node keeps the run alive until it completes; not used
+    // past the last decrement below.
+    let shared = unsafe { run.as_ref() };
     // SAFETY: the caller's: `index` is a node of the running graph, whose
     // arrays all have an entry for it.
     let (node, link) = unsafe { (node_at(shared, index), link_at(shared, index)) };
@@ -322,7 +342,7 @@ unsafe fn run_node<const REPLAY: bool>(
         children.store(link.in_degree(), Ordering::Relaxed);
     }
     // SAFETY: the node's body and children are done: it completes once.
-    unsafe { complete::<REPLAY>(index, link, shared, worker, sinks) }
+    unsafe { complete::<REPLAY>(index, link, run, worker, sinks) }
 }
 
 /// How many nodes past itself, in the graph's storage, a finishing node
@@ -345,15 +365,19 @@ const PREFETCH_AHEAD: usize = 64;
 ///
 /// # Safety
 /// Called once per node and run, when its body and children are done;
-/// `link` is its link; `shared` is the run state of its graph.
+/// `link` is its link; `run` is the run state of its graph, a pointer
+/// (`run_chain`).
 #[inline(always)]
 pub(super) unsafe fn complete<const REPLAY: bool>(
     index: usize,
     link: Link,
-    shared: &RunShared,
+    run: NonNull<RunShared>,
     worker: &WorkerThread,
     sinks: &mut usize,
 ) -> Option<usize> {
+    // SAFETY: the node keeps the run alive until its last successor is
+    // decremented; not used past that.
+    let shared = unsafe { run.as_ref() };
     let next = link.next;
     if next == NO_SUCCESSOR {
         // The caller releases the run's latch for it (`release_sinks`).
@@ -433,7 +457,7 @@ pub(super) unsafe fn complete<const REPLAY: bool>(
         unsafe {
             route_node(
                 worker.registry(),
-                shared,
+                run,
                 route.0,
                 route.1,
                 route.2,
@@ -576,7 +600,14 @@ fn start(
         unsafe {
             let placement = placement_at(shared, r);
             let affinity = preferred_worker(shared, r, placement, shared.replay());
-            route_node(registry, shared, r, placement, affinity, here);
+            route_node(
+                registry,
+                NonNull::from(shared),
+                r,
+                placement,
+                affinity,
+                here,
+            );
         }
     }
     // SAFETY: the latch lives on the caller's frame until after its wait.

@@ -105,8 +105,11 @@ where
         let ChildJob { node, f } = *unsafe { Box::from_raw(this.cast::<Self>().as_ptr()) };
         // SAFETY: the node lives until the run ends, which waits for us.
         let node = unsafe { node.as_ref() };
+        // Copied now: once this completes the node the run may end, and
+        // only this pointer may be left in hand (`run::release_sinks`).
+        let run = node.shared;
         // SAFETY: the run state outlives the graph's nodes.
-        let shared = unsafe { node.shared.as_ref() };
+        let shared = unsafe { run.as_ref() };
         // SAFETY: `node` is a node of the running graph.
         let index = unsafe { index_of(shared, node) };
         // The node's count holds its children while it runs.
@@ -134,10 +137,10 @@ where
             children.store(link.in_degree(), Ordering::Relaxed);
             let succ = if shared.replay() {
                 // SAFETY: the last unit of the node: it completes now, once.
-                unsafe { complete::<true>(index, link, shared, worker, &mut sinks) }
+                unsafe { complete::<true>(index, link, run, worker, &mut sinks) }
             } else {
                 // SAFETY: as above.
-                unsafe { complete::<false>(index, link, shared, worker, &mut sinks) }
+                unsafe { complete::<false>(index, link, run, worker, &mut sinks) }
             };
             // Made before the release below: the run may end at once.
             // SAFETY: the successor is a node of the running graph.
@@ -147,7 +150,7 @@ where
             });
             // SAFETY: `sinks` counts the sink this was, if it was one, and
             // nothing of the run is touched after.
-            unsafe { release_sinks(shared, sinks) };
+            unsafe { release_sinks(run, sinks) };
             next
         } else {
             None
