@@ -127,6 +127,12 @@ impl Registry {
         } else {
             None
         };
+        // On a busy machine, the threads start on this thread's CPU
+        // (`sleep::StartingHere`); dropped, giving this thread its CPUs
+        // back, when the loop ends by any path. (A naming closure runs
+        // narrowed meanwhile: it names threads, it runs no task.)
+        let starting_here = sleep::StartingHere::begin();
+        let own_cpus = starting_here.as_ref().map(sleep::StartingHere::own_cpus);
         for (index, deque) in deques {
             let name = match config.thread_name.as_mut() {
                 // A panicking naming closure must not leave the threads
@@ -145,7 +151,7 @@ impl Registry {
                 builder = builder.stack_size(size);
             }
             let registry_for_thread = registry.clone();
-            match builder.spawn(move || main_loop(registry_for_thread, index, deque)) {
+            match builder.spawn(move || main_loop(registry_for_thread, index, deque, own_cpus)) {
                 Ok(handle) => handles.push(handle),
                 Err(e) => {
                     registry.stop_started(handles);
@@ -153,6 +159,7 @@ impl Registry {
                 }
             }
         }
+        drop(starting_here);
         Ok(Started {
             registry,
             handles,
@@ -210,11 +217,20 @@ unsafe fn set_and_wake_owner(registry: *const (), index: usize, latch: *const Co
 }
 
 /// A worker thread's life: start handler, the six rules until terminated,
-/// exit handler.
-fn main_loop(registry: Arc<Registry>, index: usize, deque: Worker<JobRef>) {
+/// exit handler. `own_cpus`: the CPUs to allow itself first, if it was
+/// started narrowed to its builder's CPU (`sleep::StartingHere`).
+fn main_loop(
+    registry: Arc<Registry>,
+    index: usize,
+    deque: Worker<JobRef>,
+    own_cpus: Option<sleep::ThreadCpus>,
+) {
     // Task panics are caught per task; a panic out here is a scheduler bug,
     // and a silently dead worker would hang its pool. Fail loudly instead.
     let abort_guard = unwind::AbortIfPanic;
+    if let Some(cpus) = own_cpus {
+        cpus.restore();
+    }
     if let Some(core) = registry.pinned_core(index) {
         let id = core_affinity::CoreId {
             id: core.os_index as usize,

@@ -115,6 +115,9 @@ mod pause;
 #[cfg(not(loom))]
 mod placement;
 
+#[cfg(not(loom))]
+pub(crate) use placement::{StartingHere, ThreadCpus};
+
 use crate::platform::latch::CoreLatch;
 use crate::platform::sync::{AtomicUsize, Condvar, Mutex, Ordering, fence};
 use counters::{AtomicCounters, JobsEventCounter};
@@ -148,6 +151,30 @@ const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(1);
 /// parking_lot locks off the wake paths (the registry's, a pipeline's).
 /// A wait that has timed out before it starts parks only for that
 /// bookkeeping.
+/// Under loom no thread is placed: nothing is ever narrowed.
+#[cfg(loom)]
+pub(crate) struct StartingHere;
+
+#[cfg(loom)]
+impl StartingHere {
+    pub(crate) fn begin() -> Option<StartingHere> {
+        None
+    }
+
+    pub(crate) fn own_cpus(&self) -> ThreadCpus {
+        ThreadCpus
+    }
+}
+
+#[cfg(loom)]
+#[derive(Clone, Copy)]
+pub(crate) struct ThreadCpus;
+
+#[cfg(loom)]
+impl ThreadCpus {
+    pub(crate) fn restore(self) {}
+}
+
 pub(crate) fn prepare_thread() {
     #[cfg(not(loom))]
     {

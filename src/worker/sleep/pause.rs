@@ -219,6 +219,12 @@ pub(super) fn machine_has_neighbour() -> bool {
     MACHINE.neighbour.load(Relaxed)
 }
 
+/// Set the process's verdict, for tests of what depends on it.
+#[cfg(test)]
+pub(super) fn set_machine_has_neighbour(neighbour: bool) {
+    MACHINE.neighbour.store(neighbour, Relaxed);
+}
+
 /// Milliseconds since the first call in the process (a clock that fits an
 /// atomic).
 fn now_ms() -> u64 {

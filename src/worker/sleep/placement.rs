@@ -10,6 +10,12 @@
 //! - A pool's drop, which blocks until the workers have exited, gathers
 //!   each onto its own CPU (`gather`), asleep or awake: that CPU frees up
 //!   when the drop blocks.
+//! - A pool's build on a machine where workers met a busy neighbour
+//!   starts the new threads on the building thread's CPU
+//!   (`StartingHere`), for the same reason: the builder soon blocks on
+//!   the pool's first result, and a new thread placed on the other CPU
+//!   waited there for the neighbour's time slice. Each new thread gives
+//!   itself the builder's CPUs first thing.
 //! - A worker that wakes up gives itself back what a waker narrowed, then
 //!   moves off its CPU if another awake worker noted it, and notes where
 //!   it runs (`after_wake`).
@@ -141,5 +147,108 @@ impl WorkerPlacement {
     /// The CPU the worker noted (`UNKNOWN` while it sleeps).
     fn noted(&self) -> i32 {
         self.cpu.load(Relaxed)
+    }
+}
+
+/// A pool's threads being started on the calling thread's CPU: the caller
+/// is narrowed to it until this is dropped, and each thread it creates
+/// meanwhile inherits that one CPU and is queued there, to run as soon as
+/// the caller blocks (on the pool's first result, typically), rather than
+/// behind a busy neighbour on another CPU for its time slice. Each new
+/// thread allows itself `own_cpus` before anything else runs on it.
+pub(crate) struct StartingHere {
+    own: CpuSet,
+}
+
+impl StartingHere {
+    /// Start narrowing, on a machine where workers met a busy neighbour
+    /// (an idle machine runs a new thread at once wherever the kernel puts
+    /// it, and a thread queued behind its creator would wait); `None`, and
+    /// nothing changed, otherwise or when the caller may run on one CPU
+    /// only.
+    pub(crate) fn begin() -> Option<StartingHere> {
+        if !super::pause::machine_has_neighbour() {
+            return None;
+        }
+        let own = cpu_spread::steer_to(cpu_spread::thread_id(), cpu_spread::current_cpu(), None)?;
+        Some(StartingHere { own })
+    }
+
+    /// The CPUs the caller had, for each new thread to restore.
+    pub(crate) fn own_cpus(&self) -> ThreadCpus {
+        ThreadCpus(self.own)
+    }
+}
+
+/// The CPUs a thread started by a `StartingHere` allows itself first.
+#[derive(Clone, Copy)]
+pub(crate) struct ThreadCpus(CpuSet);
+
+impl ThreadCpus {
+    /// Allow the calling thread these CPUs.
+    pub(crate) fn restore(self) {
+        cpu_spread::restore(self.0);
+    }
+}
+
+impl Drop for StartingHere {
+    fn drop(&mut self) {
+        cpu_spread::restore(self.own);
+    }
+}
+
+#[cfg(all(test, target_os = "linux", not(miri)))]
+mod tests {
+    use super::StartingHere;
+    use crate::platform::cpu_spread::allowed_cpus;
+    use crate::worker::sleep::pause::set_machine_has_neighbour;
+    use std::sync::{Arc, Mutex};
+
+    /// With a busy neighbour noted, a build starts its workers narrowed
+    /// to the builder's CPU, and each worker, the builder too, has every
+    /// CPU back before anything of the user's runs (start handlers here).
+    /// Idle, nothing is narrowed at all.
+    #[test]
+    fn a_build_beside_a_neighbour_starts_workers_here_and_they_restore() {
+        let own = allowed_cpus(0);
+        if own.len() < 2 {
+            // Nothing can be narrowed on one CPU.
+            return;
+        }
+        set_machine_has_neighbour(false);
+        assert!(
+            StartingHere::begin().is_none(),
+            "narrowed on an idle machine"
+        );
+        assert_eq!(allowed_cpus(0), own);
+
+        set_machine_has_neighbour(true);
+        let starting = StartingHere::begin().expect("narrowed beside a neighbour");
+        assert_eq!(
+            allowed_cpus(0).len(),
+            1,
+            "the builder is narrowed to one CPU"
+        );
+        let inherited = std::thread::spawn(|| allowed_cpus(0)).join().unwrap();
+        assert_eq!(inherited, allowed_cpus(0), "a new thread inherits it");
+        drop(starting);
+        assert_eq!(allowed_cpus(0), own, "the builder has its CPUs back");
+
+        let seen: Arc<Mutex<Vec<Vec<usize>>>> = Arc::default();
+        let log = seen.clone();
+        let pool = crate::Pool::builder()
+            .num_threads(3)
+            .start_handler(move |_| log.lock().unwrap().push(allowed_cpus(0)))
+            .build()
+            .unwrap();
+        assert_eq!(allowed_cpus(0), own, "the builder has its CPUs back");
+        pool.wait_idle();
+        drop(pool);
+        set_machine_has_neighbour(false);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 3);
+        for cpus in seen.iter() {
+            assert_eq!(cpus, &own, "a start handler ran with narrowed CPUs");
+        }
     }
 }
