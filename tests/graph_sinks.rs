@@ -195,32 +195,49 @@ fn a_tree_run_inside_a_node_of_another_tree_ends_with_all_its_nodes() {
 
 /// A run that ends on another worker while the worker that routed its
 /// last node is still returning: the caller drops the graph (and its run
-/// state) as soon as `run_graph` returns. Node `a` runs on worker 0 and
-/// hands its successor `b`, pinned to worker 1, to that worker's mailbox;
-/// `b` is the sink, so worker 1 ends the run, possibly before worker 0 has
-/// left the frames that completed `a`. Those frames must not hold the run
-/// state as reference arguments, which assert it live until they return
-/// (Miri reports the graph's drop as a use-after-free otherwise).
+/// state) as soon as `run_graph` returns. Node `a` prefers worker 0 and
+/// hands its successor `b`, which prefers worker 1, to that worker; `b` is
+/// the sink, so worker 1 may end the run before worker 0 has left the
+/// frames that completed `a`. Those frames must not hold the run state,
+/// or its nodes, as reference arguments, which assert them live until
+/// they return (Miri reports the graph's drop as a race otherwise).
+///
+/// Three variants: soft affinities (a worker spinning for work takes a
+/// proxy at once: of the three, this one caught the bug under Miri), the
+/// same with tracing on (the traced chain loop is another path), and
+/// strict affinities (always the two workers, each a hand-off by wake).
 #[test]
 fn a_graph_dropped_as_soon_as_its_run_ends_elsewhere_is_not_used_after() {
-    let rounds = if cfg!(miri) { 12 } else { 2_000 };
-    within("runs dropped at once", LIMIT, move || {
-        let pool = pool(2);
-        let ran = AtomicUsize::new(0);
-        for _ in 0..rounds {
-            let mut g = Graph::new();
-            let a = g.add(|| {
-                ran.fetch_add(1, Ordering::Relaxed);
-            });
-            let b = g.add(|| {
-                ran.fetch_add(1, Ordering::Relaxed);
-            });
-            g.precede(a, b).expect("acyclic");
-            g.set_affinity(a, Some(0)).expect("worker 0 exists");
-            g.set_affinity(b, Some(1)).expect("worker 1 exists");
-            pool.run_graph(&mut g).expect("run");
-            drop(g);
-        }
-        assert_eq!(ran.load(Ordering::Relaxed), 2 * rounds);
-    });
+    let rounds = if cfg!(miri) { 8 } else { 1_000 };
+    for (strict, tracing) in [(false, false), (false, true), (true, false)] {
+        within("runs dropped at once", LIMIT, move || {
+            let pool = Pool::builder()
+                .num_threads(2)
+                .trace(tracing)
+                .build()
+                .expect("pool");
+            let ran = AtomicUsize::new(0);
+            for _ in 0..rounds {
+                let mut g = Graph::new();
+                let a = g.add(|| {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                });
+                let b = g.add(|| {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                });
+                g.precede(a, b).expect("acyclic");
+                if strict {
+                    g.set_strict_affinity(a, 0).expect("worker 0 exists");
+                    g.set_strict_affinity(b, 1).expect("worker 1 exists");
+                } else {
+                    g.set_affinity(a, Some(0)).expect("worker 0 exists");
+                    g.set_affinity(b, Some(1)).expect("worker 1 exists");
+                }
+                pool.run_graph(&mut g).expect("run");
+                drop(g);
+            }
+            let ran = ran.load(Ordering::Relaxed);
+            assert_eq!(ran, 2 * rounds, "strict {strict}, tracing {tracing}");
+        });
+    }
 }

@@ -93,8 +93,9 @@ unsafe fn route_node(
         return;
     }
     // The pointer, not `shared`, goes into the closure: `route` pushes the
-    // node (and the run may end) before it returns. The closure itself
-    // runs before the push.
+    // node (and the run may end) before it returns. The closure runs
+    // before the push, except from outside the pool (`start`, whose hold
+    // on the latch keeps the run alive until it has routed every root).
     registry.route(job, placement.dispatch, affinity, here, || SharedPlace {
         priority: placement.priority,
         // SAFETY: called before the node is pushed, which keeps the run.
@@ -118,7 +119,8 @@ unsafe fn execute_node(this: NonNull<()>, worker: &WorkerThread) -> Option<Next>
     // borrow `'a` is erased to `'static`: the run ends before `'a` does.
     let node = unsafe { this.cast::<Node<'static>>().as_ref() };
     if worker.tracing() {
-        return execute_traced(node, worker);
+        // SAFETY: as above.
+        return unsafe { execute_traced(this.cast(), worker) };
     }
     // Read once per job, not per node: a chain is a hot loop, and every
     // node of a run points at the same run state. Copied out of the node
@@ -238,8 +240,18 @@ unsafe fn run_chain<const REPLAY: bool>(
 /// With tracing on: the same tight loop, with a record a node, named after
 /// the node (the job's record, opened by the worker loop, is cut at each
 /// successor: `WorkerThread::trace_next_task`).
+///
+/// The node comes as a pointer, as the run state does (`run_chain`): a
+/// reference argument would assert the graph's node array live until
+/// this returns, past the run's end.
+///
+/// # Safety
+/// `node` points at a ready node of a running graph, run once.
 #[cold]
-fn execute_traced(node: &'static Node<'static>, worker: &WorkerThread) -> Option<Next> {
+unsafe fn execute_traced(node: NonNull<Node<'static>>, worker: &WorkerThread) -> Option<Next> {
+    // SAFETY: the caller's; a local reference, used only while the node
+    // keeps the run alive.
+    let node = unsafe { node.as_ref() };
     // Copied now, as in `execute_node`.
     let run = node.shared;
     // SAFETY: the run state outlives the graph's nodes.
