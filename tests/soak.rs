@@ -760,10 +760,13 @@ fn random_mixtures_of_every_entry_point_lose_nothing_and_never_hang() {
                     eprintln!("soak round with SIXFOLD_SOAK_SEED={seed} failed");
                     std::panic::resume_unwind(payload)
                 }
-                Err(_) => panic!(
+                Err(mpsc::RecvTimeoutError::Timeout) => panic!(
                     "soak round with SIXFOLD_SOAK_SEED={seed} hung (60 s watchdog)\n{}",
                     hang_report()
                 ),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the watched thread ended before round {seed} reported")
+                }
             }
         }
     }

@@ -247,7 +247,6 @@ fn main_loop(
         .unwrap_or_else(default_thread_stack_size);
     sleep::prepare_thread();
     let worker = WorkerThread::enter(deque, index, registry.clone(), stack_budget);
-    registry.sleep.worker_started(index);
     if let Some(handler) = &registry.start_handler
         && let Err(payload) = unwind::halt_unwinding(|| handler(index))
     {
@@ -256,6 +255,10 @@ fn main_loop(
             unwind::payload_message(&*payload)
         );
     }
+    // After the start handler: from here a pool's drop may narrow this
+    // thread to its own CPU (`Sleep::notify_worker_to_exit`), and the
+    // handler must see every CPU the worker was allowed.
+    registry.sleep.worker_started(index);
     worker.serve_until(registry.terminate_latch(index));
     registry.sleep.worker_exiting(index);
     worker.release_leftovers();

@@ -141,16 +141,6 @@ const ROUNDS_WHILE_OTHERS_WORK: u32 = 22;
 #[cfg(not(loom))]
 const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// Have parking_lot set up the calling thread's parking data now, at the
-/// start of a pool thread. It does that on a thread's first park (a
-/// condvar wait, a contended lock), and may allocate then: its table of
-/// waiters grows with the number of threads in the process. A worker
-/// whose first sleep fell inside a `join` made `join_allocates_nothing`
-/// fail (caught under ThreadSanitizer, in `ThreadData::new`). Sleeps now
-/// block on std's condvar, but a worker may still park on one of the
-/// parking_lot locks off the wake paths (the registry's, a pipeline's).
-/// A wait that has timed out before it starts parks only for that
-/// bookkeeping.
 /// Under loom no thread is placed: nothing is ever narrowed.
 #[cfg(loom)]
 pub(crate) struct StartingHere;
@@ -175,6 +165,16 @@ impl ThreadCpus {
     pub(crate) fn restore(self) {}
 }
 
+/// Have parking_lot set up the calling thread's parking data now, at the
+/// start of a pool thread. It does that on a thread's first park (a
+/// condvar wait, a contended lock), and may allocate then: its table of
+/// waiters grows with the number of threads in the process. A worker
+/// whose first sleep fell inside a `join` made `join_allocates_nothing`
+/// fail (caught under ThreadSanitizer, in `ThreadData::new`). Sleeps now
+/// block on std's condvar, but a worker may still park on one of the
+/// parking_lot locks off the wake paths (the registry's, a pipeline's).
+/// A wait that has timed out before it starts parks only for that
+/// bookkeeping.
 pub(crate) fn prepare_thread() {
     #[cfg(not(loom))]
     {
