@@ -813,6 +813,30 @@ fn counting_handlers(
 }
 
 #[test]
+fn a_thread_name_with_a_nul_byte_is_an_error_and_stops_the_threads_started() {
+    let (builder, starts, exits) =
+        counting_handlers(Pool::builder().num_threads(4).thread_name(|i| {
+            if i == 2 {
+                "bad\0name".into()
+            } else {
+                format!("ok-{i}")
+            }
+        }));
+    match builder.build() {
+        Err(sixfold::BuildError::ThreadSpawn(e)) => {
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains("worker 2"), "{e}");
+        }
+        Err(other) => panic!("another error: {other}"),
+        Ok(_) => panic!("a NUL byte in a thread name was accepted"),
+    }
+    // The two threads started were stopped and joined: their exit
+    // handlers ran before `build` returned.
+    assert_eq!(exits.load(Ordering::SeqCst), 2);
+    assert_eq!(starts.load(Ordering::SeqCst), 2);
+}
+
+#[test]
 fn a_panicking_thread_name_stops_and_joins_the_threads_already_started() {
     quiet_intentional_panics();
     let (builder, starts, exits) =

@@ -146,6 +146,15 @@ impl Registry {
                 },
                 None => format!("sixfold-{index}"),
             };
+            if name.contains('\0') {
+                // `std::thread::Builder::spawn` would panic on it, past
+                // the stop of the threads already started.
+                registry.stop_started(handles);
+                return Err(BuildError::ThreadSpawn(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("the name of worker {index} contains a NUL byte: {name:?}"),
+                )));
+            }
             let mut builder = std::thread::Builder::new().name(name);
             if let Some(size) = config.stack_size {
                 builder = builder.stack_size(size);
