@@ -140,7 +140,9 @@ impl Builder {
 
     /// Name worker thread `i` with `name(i)`. If `name` panics, `build`
     /// stops and joins the threads it had started (their exit handlers
-    /// run), then resumes the panic.
+    /// run), then resumes the panic; if a name holds a NUL byte, which no
+    /// thread name may, it does the same and returns
+    /// [`BuildError::ThreadSpawn`](crate::BuildError::ThreadSpawn).
     ///
     /// ```
     /// let pool = sixfold::Pool::builder()
