@@ -20,6 +20,8 @@ mod fork_join;
 pub(crate) mod global;
 mod loops;
 mod run;
+#[cfg(all(test, target_os = "linux", not(miri), not(loom)))]
+mod start_placement_tests;
 mod submit;
 pub(crate) mod thread_pool;
 

@@ -141,6 +141,13 @@ const ROUNDS_WHILE_OTHERS_WORK: u32 = 22;
 #[cfg(not(loom))]
 const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// Set the process's verdict on the machine's load, for tests of what
+/// follows from it elsewhere.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn set_machine_has_neighbour(neighbour: bool) {
+    pause::set_machine_has_neighbour(neighbour);
+}
+
 /// Under loom no thread is placed: nothing is ever narrowed.
 #[cfg(loom)]
 pub(crate) struct StartingHere;
