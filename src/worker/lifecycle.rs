@@ -237,6 +237,7 @@ fn main_loop(
     // Task panics are caught per task; a panic out here is a scheduler bug,
     // and a silently dead worker would hang its pool. Fail loudly instead.
     let abort_guard = unwind::AbortIfPanic;
+    let started_here = own_cpus.is_some();
     if let Some(cpus) = own_cpus {
         cpus.restore();
     }
@@ -267,7 +268,7 @@ fn main_loop(
     // After the start handler: from here a pool's drop may narrow this
     // thread to its own CPU (`Sleep::notify_worker_to_exit`), and the
     // handler must see every CPU the worker was allowed.
-    registry.sleep.worker_started(index);
+    registry.sleep.worker_started(index, started_here);
     worker.serve_until(registry.terminate_latch(index));
     registry.sleep.worker_exiting(index);
     worker.release_leftovers();

@@ -698,12 +698,20 @@ impl Sleep {
         }
     }
 
-    /// Worker `index`'s thread starts serving its pool.
-    pub(crate) fn worker_started(&self, index: usize) {
+    /// Worker `index`'s thread starts serving its pool; `started_here`:
+    /// on its builder's CPU (`StartingHere`), where the pool's other new
+    /// workers were queued too.
+    pub(crate) fn worker_started(&self, index: usize, started_here: bool) {
         #[cfg(not(loom))]
-        self.worker_sleep_states[index].placement.note_thread();
+        {
+            let placement = &self.worker_sleep_states[index].placement;
+            placement.note_thread();
+            if started_here {
+                placement.after_start(self.other_placements(index));
+            }
+        }
         #[cfg(loom)]
-        let _ = index;
+        let _ = (index, started_here);
     }
 
     /// Worker `index` leaves its pool (its exit handler comes next).
