@@ -65,7 +65,9 @@
 //! Invariants: a thread's allowed CPUs are narrowed only between the two
 //! calls of `move_off`, or from a waker's `steer` (or a drop's `steer_to`)
 //! to the worker's `restore`, which it calls before it looks for work or
-//! runs its exit handler, and are always restored to what they were; a thread allowed a single CPU (a pinned
+//! runs its exit handler, or (a pool's build, `steer_to` on itself) while
+//! the builder starts threads, each of which restores them before its
+//! start handler; they are always restored to what they were; a thread allowed a single CPU (a pinned
 //! worker, or one the user pinned in a start handler) is never narrowed;
 //! outside Linux, and under Miri, nothing moves and every CPU is
 //! `UNKNOWN`. (A change another thread makes to a worker's allowed CPUs

@@ -267,7 +267,8 @@ fn main_loop(
     }
     // After the start handler: from here a pool's drop may narrow this
     // thread to its own CPU (`Sleep::notify_worker_to_exit`), and the
-    // handler must see every CPU the worker was allowed.
+    // handler must see every CPU the worker was allowed. A worker started
+    // on its builder's CPU also moves off it here if a pool-mate runs there.
     registry.sleep.worker_started(index, started_here);
     worker.serve_until(registry.terminate_latch(index));
     registry.sleep.worker_exiting(index);
