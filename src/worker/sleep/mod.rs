@@ -57,7 +57,8 @@
 //!   found work) steers the sleeper it wakes off its own CPU and the awake
 //!   workers' (`placement.rs`, `platform/cpu_spread.rs`): left to the
 //!   kernel, the sleeper often queued behind its waker for the rest of a
-//!   time slice while another CPU idled.
+//!   time slice while another CPU idled; where workers start and exit is
+//!   placed too (`start_exit.rs`).
 //!
 //! Together: 0.03-0.035 of a core for one task a millisecond, where rayon
 //! uses 0.13 in the same runs. Under loom the search rounds do not yield
@@ -114,9 +115,12 @@ pub(crate) mod counters;
 mod pause;
 #[cfg(not(loom))]
 mod placement;
+mod start_exit;
 
 #[cfg(not(loom))]
 pub(crate) use placement::{StartingHere, ThreadCpus};
+#[cfg(loom)]
+pub(crate) use start_exit::{StartingHere, ThreadCpus};
 
 use crate::platform::latch::CoreLatch;
 use crate::platform::sync::{AtomicUsize, Condvar, Mutex, Ordering, fence};
@@ -146,30 +150,6 @@ const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(1);
 #[cfg(all(test, not(loom)))]
 pub(crate) fn set_machine_has_neighbour(neighbour: bool) {
     pause::set_machine_has_neighbour(neighbour);
-}
-
-/// Under loom no thread is placed: nothing is ever narrowed.
-#[cfg(loom)]
-pub(crate) struct StartingHere;
-
-#[cfg(loom)]
-impl StartingHere {
-    pub(crate) fn begin() -> Option<StartingHere> {
-        None
-    }
-
-    pub(crate) fn own_cpus(&self) -> ThreadCpus {
-        ThreadCpus
-    }
-}
-
-#[cfg(loom)]
-#[derive(Clone, Copy)]
-pub(crate) struct ThreadCpus;
-
-#[cfg(loom)]
-impl ThreadCpus {
-    pub(crate) fn restore(self) {}
 }
 
 /// Have parking_lot set up the calling thread's parking data now, at the
@@ -675,51 +655,6 @@ impl Sleep {
     /// A latch owned by worker `index` was set while it slept on it.
     pub(crate) fn notify_worker_latch_is_set(&self, index: usize) {
         self.wake_specific_thread(index);
-    }
-
-    /// Worker `index` was told to exit (`sleeping`: while it slept on
-    /// the latch), and the caller will block until it has (a join): move
-    /// it to the caller's CPU, and wake it if it sleeps.
-    pub(crate) fn notify_worker_to_exit(&self, index: usize, sleeping: bool) {
-        if !(sleeping && self.wake_thread(index, Steer::ToOurCpu)) {
-            // Awake, and on a loaded machine, where it may wait behind a
-            // busy neighbour for its time slice: moved at once (the kernel
-            // preempts its CPU to migrate it, about 26 us). On an idle
-            // machine it sees the latch within microseconds where it is,
-            // and moving it only cost the drop time.
-            #[cfg(not(loom))]
-            if pause::machine_has_neighbour() {
-                // Under its sleep lock, as a wake's steer, so that a wake
-                // of ours or a poster's takes the note in turn.
-                let sleep_state = &self.worker_sleep_states[index];
-                let _is_blocked = sleep_state.is_blocked.lock();
-                sleep_state.placement.gather();
-            }
-        }
-    }
-
-    /// Worker `index`'s thread starts serving its pool; `started_here`:
-    /// on its builder's CPU (`StartingHere`), where the pool's other new
-    /// workers were queued too.
-    pub(crate) fn worker_started(&self, index: usize, started_here: bool) {
-        #[cfg(not(loom))]
-        {
-            let placement = &self.worker_sleep_states[index].placement;
-            placement.note_thread();
-            if started_here {
-                placement.after_start(self.other_placements(index));
-            }
-        }
-        #[cfg(loom)]
-        let _ = (index, started_here);
-    }
-
-    /// Worker `index` leaves its pool (its exit handler comes next).
-    pub(crate) fn worker_exiting(&self, index: usize) {
-        #[cfg(not(loom))]
-        self.worker_sleep_states[index].placement.before_exit();
-        #[cfg(loom)]
-        let _ = index;
     }
 
     /// Is some worker searching for work or asleep (a racy snapshot: a
