@@ -27,7 +27,7 @@
 //! only a worker it is waking (under that worker's sleep lock, while it
 //! is blocked), once per wake; a gathered worker (told to exit: it runs
 //! no task again) restores its CPUs when it wakes or, awake, before its
-//! exit handler. All of it is a placement hint, outside the
+//! exit handler, after which nothing narrows it. All of it is a placement hint, outside the
 //! protocol the loom models check.
 
 use crate::platform::cpu_spread::{self, CpuSet};
@@ -55,6 +55,12 @@ enum Steered {
     /// Onto the CPU of a waker that joins the worker (`gather`): the
     /// worker stays there even if another awake worker shares it.
     Gathered(CpuSet),
+    /// The worker has left its pool (`before_exit`): nothing narrows it
+    /// again. A drop's `gather` of an awake worker races its exit (the
+    /// worker may see the exit latch and pass `before_exit` before the
+    /// drop gathers it), and a late gather would leave the exit handler
+    /// on one CPU (seen under load).
+    Exited,
 }
 
 impl WorkerPlacement {
@@ -85,8 +91,12 @@ impl WorkerPlacement {
     pub(super) fn steer<'a>(&self, others: impl Iterator<Item = &'a WorkerPlacement>) {
         let avoid =
             std::iter::once(cpu_spread::current_cpu()).chain(others.map(WorkerPlacement::noted));
+        let mut steered = self.steered.lock();
+        if matches!(*steered, Some(Steered::Exited)) {
+            return;
+        }
         if let Some(cpus) = cpu_spread::steer(self.thread.load(Relaxed), avoid) {
-            *self.steered.lock() = Some(Steered::Apart(cpus));
+            *steered = Some(Steered::Apart(cpus));
         }
     }
 
@@ -104,6 +114,7 @@ impl WorkerPlacement {
         // loop, say): its own CPUs are those before that steer.
         let steered_from = match &*steered {
             Some(Steered::Apart(before) | Steered::Gathered(before)) => Some(before),
+            Some(Steered::Exited) => return,
             None => None,
         };
         if let Some(own) = cpu_spread::steer_to(self.thread.load(Relaxed), here, steered_from) {
@@ -125,6 +136,11 @@ impl WorkerPlacement {
             }
             Some(Steered::Gathered(cpus)) => {
                 cpu_spread::restore(cpus);
+                true
+            }
+            // Not after an exit; kept, and nothing moved, if it were.
+            Some(Steered::Exited) => {
+                *steered = Some(Steered::Exited);
                 true
             }
             None => false,
@@ -150,11 +166,14 @@ impl WorkerPlacement {
     }
 
     /// The worker leaves its pool: allow it what a drop's `gather`
-    /// narrowed, before its exit handler runs.
+    /// narrowed, before its exit handler runs, and let nothing narrow it
+    /// from now on.
     pub(super) fn before_exit(&self) {
-        if let Some(Steered::Apart(cpus) | Steered::Gathered(cpus)) = self.steered.lock().take() {
+        let mut steered = self.steered.lock();
+        if let Some(Steered::Apart(cpus) | Steered::Gathered(cpus)) = steered.take() {
             cpu_spread::restore(cpus);
         }
+        *steered = Some(Steered::Exited);
     }
 
     /// The CPU the worker noted (`UNKNOWN` while it sleeps).
@@ -212,7 +231,7 @@ impl Drop for StartingHere {
 
 #[cfg(all(test, target_os = "linux", not(miri)))]
 mod tests {
-    use super::StartingHere;
+    use super::{StartingHere, WorkerPlacement};
     use crate::platform::cpu_spread::allowed_cpus;
     use crate::worker::sleep::pause::set_machine_has_neighbour;
 
@@ -247,5 +266,40 @@ mod tests {
         assert_eq!(allowed_cpus(0), own, "the builder has its CPUs back");
 
         set_machine_has_neighbour(false);
+    }
+
+    /// A drop's gather that comes after the worker left its pool (it saw
+    /// the exit latch before the drop gathered it) narrows nothing: the
+    /// exit handler runs with every CPU. Without the exited state the
+    /// gather narrowed it (a lifecycle test failed so under load).
+    #[test]
+    fn a_gather_after_the_exit_narrows_nothing() {
+        let own = allowed_cpus(0);
+        if own.len() < 2 {
+            return;
+        }
+        let seen = std::thread::spawn(|| {
+            let placement = WorkerPlacement::new();
+            placement.note_thread();
+            placement.before_exit();
+            placement.gather();
+            allowed_cpus(0)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(seen, own, "narrowed after its exit");
+        // Before the exit, the same gather does narrow (the test's check).
+        let narrowed = std::thread::spawn(|| {
+            let placement = WorkerPlacement::new();
+            placement.note_thread();
+            placement.gather();
+            let narrowed = allowed_cpus(0);
+            placement.before_exit();
+            (narrowed, allowed_cpus(0))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(narrowed.0.len(), 1, "a gather narrows to one CPU");
+        assert_eq!(narrowed.1, own, "before_exit restores");
     }
 }
