@@ -276,6 +276,14 @@ pub(crate) fn allowed_cpus(thread: i32) -> Vec<usize> {
         .collect()
 }
 
+/// The calling thread's allowed CPUs, if there are two or more: a test of
+/// narrowing has nothing to see on one CPU, and skips.
+#[cfg(all(test, target_os = "linux", not(miri)))]
+pub(crate) fn narrowable_cpus() -> Option<Vec<usize>> {
+    let own = allowed_cpus(0);
+    (own.len() >= 2).then_some(own)
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(all(target_os = "linux", not(miri)))]

@@ -4,7 +4,7 @@
 //! only they can set the process's verdict on the machine's load.
 
 use crate::Pool;
-use crate::platform::cpu_spread::allowed_cpus;
+use crate::platform::cpu_spread::{allowed_cpus, narrowable_cpus};
 use crate::worker::sleep::set_machine_has_neighbour;
 use std::sync::{Arc, Mutex};
 
@@ -13,11 +13,9 @@ use std::sync::{Arc, Mutex};
 /// Fails if a worker skips its restore (tried: the handlers saw one CPU).
 #[test]
 fn start_handlers_beside_a_neighbour_see_every_cpu() {
-    let own = allowed_cpus(0);
-    if own.len() < 2 {
-        // Nothing can be narrowed on one CPU.
+    let Some(own) = narrowable_cpus() else {
         return;
-    }
+    };
     set_machine_has_neighbour(true);
     let seen: Arc<Mutex<Vec<Vec<usize>>>> = Arc::default();
     let log = seen.clone();

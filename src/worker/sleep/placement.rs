@@ -232,7 +232,7 @@ impl Drop for StartingHere {
 #[cfg(all(test, target_os = "linux", not(miri)))]
 mod tests {
     use super::{StartingHere, WorkerPlacement};
-    use crate::platform::cpu_spread::allowed_cpus;
+    use crate::platform::cpu_spread::{allowed_cpus, narrowable_cpus};
     use crate::worker::sleep::pause::set_machine_has_neighbour;
 
     /// With a busy neighbour noted, the builder is narrowed to its CPU
@@ -241,11 +241,9 @@ mod tests {
     /// restore theirs: `pool/start_placement_tests.rs`.)
     #[test]
     fn beside_a_neighbour_new_threads_start_on_the_builders_cpu() {
-        let own = allowed_cpus(0);
-        if own.len() < 2 {
-            // Nothing can be narrowed on one CPU.
+        let Some(own) = narrowable_cpus() else {
             return;
-        }
+        };
         set_machine_has_neighbour(false);
         assert!(
             StartingHere::begin().is_none(),
@@ -274,10 +272,9 @@ mod tests {
     /// gather narrowed it (a lifecycle test failed so under load).
     #[test]
     fn a_gather_after_the_exit_narrows_nothing() {
-        let own = allowed_cpus(0);
-        if own.len() < 2 {
+        let Some(own) = narrowable_cpus() else {
             return;
-        }
+        };
         let seen = std::thread::spawn(|| {
             let placement = WorkerPlacement::new();
             placement.note_thread();
