@@ -40,6 +40,8 @@ mod loops;
 mod pipelines;
 #[path = "support/placement.rs"]
 mod placement;
+#[path = "../tests/common/process_cpu.rs"]
+mod process_cpu;
 
 use sixfold::{Pool, TaskRef};
 use std::hint::black_box;

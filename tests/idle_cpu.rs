@@ -3,21 +3,12 @@
 //! getrusage, for the whole process), not speed. It is alone in its file so
 //! that no other test runs in the same process while it measures.
 
+#[path = "common/process_cpu.rs"]
+mod process_cpu;
+
+use process_cpu::process_cpu_time;
 use sixfold::Pool;
 use std::time::{Duration, Instant};
-
-/// User + system CPU time of this process so far.
-fn process_cpu_time() -> Duration {
-    // SAFETY: getrusage writes into the struct we pass; zeroed is a valid
-    // initial value for this plain C struct.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0);
-        usage
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
 
 #[test]
 fn a_fully_idle_two_thread_pool_uses_under_20_ms_of_cpu_per_second() {

@@ -10,23 +10,12 @@
 //! * `burst_after_idle/2x500us`: one `join` of two 500 us halves after
 //!   the pool slept: the woken workers must end up on both CPUs.
 
+use super::process_cpu::process_cpu_time;
 use super::{compare, ms, side, threads};
 use sixfold::Pool;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-/// User + system CPU time of this process so far.
-fn process_cpu_time() -> Duration {
-    // SAFETY: getrusage fills the zeroed plain C struct we pass.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0);
-        usage
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
 
 /// Submit-to-start latencies of tasks submitted from this thread at a fixed
 /// interval, and the process CPU fraction meanwhile.
