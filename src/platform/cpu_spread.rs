@@ -57,21 +57,22 @@
 //! workers, does the opposite (`steer_to`): it narrows each worker to its
 //! own CPU, which frees up when it blocks. A pool's build on a busy
 //! machine does the same for the threads it starts, by narrowing itself
-//! while it starts them (a new thread inherits its creator's CPUs). On two vCPUs beside two busy
-//! loops, a drop of two workers took 12 to 26 us when both exited there,
-//! and 3.9 ms whenever one sat on the other CPU, behind the busy loop's
-//! time slice.
+//! while it starts them (a new thread inherits its creator's CPUs). On
+//! two vCPUs beside two busy loops, a drop of two workers took 12 to 26
+//! us when both exited there, and 3.9 ms whenever one sat on the other
+//! CPU, behind the busy loop's time slice.
 //!
 //! Invariants: a thread's allowed CPUs are narrowed only between the two
-//! calls of `move_off`, or from a waker's `steer` (or a drop's `steer_to`)
-//! to the worker's `restore`, which it calls before it looks for work or
-//! runs its exit handler, or (a pool's build, `steer_to` on itself) while
-//! the builder starts threads, each of which restores them before its
-//! start handler; they are always restored to what they were; a thread allowed a single CPU (a pinned
-//! worker, or one the user pinned in a start handler) is never narrowed;
-//! outside Linux, and under Miri, nothing moves and every CPU is
-//! `UNKNOWN`. (A change another thread makes to a worker's allowed CPUs
-//! while they are narrowed is undone by the restoring call.)
+//! calls of `move_off`, or from a waker's `steer` (or a drop's
+//! `steer_to`) to the worker's `restore`, which it calls before it looks
+//! for work or runs its exit handler, or (a pool's build, `steer_to` on
+//! itself) while the builder starts threads, each of which restores them
+//! before its start handler; they are always restored to what they were;
+//! a thread allowed a single CPU (a pinned worker, or one the user pinned
+//! in a start handler) is never narrowed; outside Linux, and under Miri,
+//! nothing moves and every CPU is `UNKNOWN`. (A change another thread
+//! makes to a worker's allowed CPUs while they are narrowed is undone by
+//! the restoring call.)
 
 /// A CPU no worker runs on: asleep, or where the platform cannot tell.
 pub(crate) const UNKNOWN: i32 = -1;

@@ -27,8 +27,8 @@
 //! only a worker it is waking (under that worker's sleep lock, while it
 //! is blocked), once per wake; a gathered worker (told to exit: it runs
 //! no task again) restores its CPUs when it wakes or, awake, before its
-//! exit handler, after which nothing narrows it. All of it is a placement hint, outside the
-//! protocol the loom models check.
+//! exit handler, after which nothing narrows it. All of it is a placement
+//! hint, outside the protocol the loom models check.
 
 use crate::platform::cpu_spread::{self, CpuSet};
 use crate::platform::sync::Mutex;
