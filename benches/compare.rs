@@ -36,8 +36,6 @@ mod idle;
 mod lifecycle;
 #[path = "support/loops.rs"]
 mod loops;
-#[path = "support/pipeline_gaps.rs"]
-mod pipeline_gaps;
 #[path = "support/pipelines.rs"]
 mod pipelines;
 #[path = "support/placement.rs"]
@@ -524,7 +522,7 @@ fn main() {
         .num_threads(threads())
         .build()
         .expect("rayon pool");
-    let benches: [(&str, Bench); 43] = [
+    let benches: [(&str, Bench); 42] = [
         ("fib_cps/30", bench_fib_cps),
         ("fib_cps/30/1worker", bench_fib_cps_one_worker),
         ("fib_join/30", bench_fib_join),
@@ -577,10 +575,6 @@ fn main() {
         (
             "pipeline_work_floor/100000",
             pipelines::bench_pipeline_work_floor,
-        ),
-        (
-            "pipeline_work_gaps",
-            pipeline_gaps::bench_pipeline_work_gaps,
         ),
         (
             "pipeline_many_tokens/100000",

@@ -1,5 +1,11 @@
-//! `pipeline_work_gaps`: where `pipeline_work`'s time goes besides the
-//! work, measured without a profiler.
+//! `pipeline_work_gaps`: where the compare bench's `pipeline_work` spends
+//! its time besides the work, measured without a profiler:
+//! `cargo bench --bench pipeline_gaps` (under `under-load` for a loaded
+//! machine).
+//!
+//! A program of its own, not a line of `compare`: in that binary this
+//! code moved how the crate was split for code generation, and `fib_cps`'s
+//! `Task::execute` stopped being inlined (see `core_to_core.rs`).
 //!
 //! `perf` changes what it measures here: its sampling delays a worker by a
 //! few microseconds, and with eight items in flight and an in-order sink
@@ -23,7 +29,6 @@
 //!   items while its partner is descheduled, the machine's own pauses,
 //!   which rayon's column shows too).
 
-use super::{median, threads};
 use rayon::prelude::*;
 use sixfold::{Pipeline, Pool};
 use std::cell::Cell;
@@ -49,6 +54,14 @@ thread_local! {
             sums: [const { Cell::new(0) }; 4],
         }
     };
+}
+
+/// Threads per pool: 2, or `SIXFOLD_BENCH_THREADS`, as in `compare`.
+fn threads() -> usize {
+    std::env::var("SIXFOLD_BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
 }
 
 /// A common origin, so that instants become plain numbers.
@@ -159,8 +172,20 @@ fn describe(side: &str, run: [u64; 4], n: u64) -> String {
     format!("{side} {}", parts.join(", "))
 }
 
+fn main() {
+    let ours = Pool::builder()
+        .num_threads(threads())
+        .build()
+        .expect("sixfold pool");
+    let theirs = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads())
+        .build()
+        .expect("rayon pool");
+    bench_pipeline_work_gaps(&ours, &theirs);
+}
+
 /// `pipeline_work_gaps` (see the module documentation).
-pub(super) fn bench_pipeline_work_gaps(ours: &Pool, theirs: &rayon::ThreadPool) {
+fn bench_pipeline_work_gaps(ours: &Pool, theirs: &rayon::ThreadPool) {
     let n = 100_000u64;
     let tokens = 4 * threads();
     let expect = (0..n)
@@ -184,6 +209,10 @@ pub(super) fn bench_pipeline_work_gaps(ours: &Pool, theirs: &rayon::ThreadPool) 
         "pipeline_work_gaps {mine_ns:.1} {rayon_ns:.1} {:.3}",
         mine_ns / rayon_ns.max(f64::MIN_POSITIVE)
     );
+    let median = |mut runs: Vec<Duration>| {
+        runs.sort();
+        runs[runs.len() / 2]
+    };
     let wall_ratio =
         |(a, b): (Vec<Duration>, Vec<Duration>)| median(a).as_secs_f64() / median(b).as_secs_f64();
     println!(
